@@ -1,0 +1,37 @@
+"""Kernel dispatch: Triton kernels for CUDA tensors, the pure-torch references on CPU.
+
+``SGL_SPEC_FORCE_REF=1`` (debugging only) forces the references everywhere.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import torch
+
+_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages")
+
+
+def _use_triton(t: torch.Tensor) -> bool:
+    return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
+
+
+def _impl(name: str, use_triton: bool):
+    mod = importlib.import_module(f"sgl_spec.kernels.{name}" if use_triton else f"sgl_spec.kernels.{name}_ref")
+    return getattr(mod, name)
+
+
+def quantize_pages(src_k, *args, **kw):
+    return _impl("quantize_pages", _use_triton(src_k))(src_k, *args, **kw)
+
+
+def draft_decode(q, *args, **kw):
+    return _impl("draft_decode", _use_triton(q))(q, *args, **kw)
+
+
+def verify_attention(q, *args, **kw):
+    return _impl("verify_attention", _use_triton(q))(q, *args, **kw)
+
+
+def select_topk_pages(scores, *args, **kw):
+    return _impl("select_topk_pages", _use_triton(scores))(scores, *args, **kw)
