@@ -1,0 +1,290 @@
+"""QuantSpec self-speculative worker (SGLang spec-v2 schema, non-overlap scheduling).
+
+One decode step of a batch whose committed length is ``L`` (``batch.seq_lens``; the last emitted token ``t`` is not
+in the KV cache yet):
+
+1. **Draft**: γ DECODE forwards of the target model itself with the attention backend in draft mode (upper plane of
+   the top-k pages + full-precision hot tokens). Step ``i`` feeds ``t`` (i = 0) or ``d_i`` at position ``L + i`` into
+   KV slot ``req_to_token[r, L + i]`` and proposes ``d_{i+1}`` (argmax, or a draw from q = the filtered draft
+   distribution when the request samples).
+2. **Verify**: one TARGET_VERIFY forward over ``[t, d_1 … d_γ]`` at positions ``L … L+γ`` with the same slots, so the
+   verify K/V (INT8 view) overwrites the draft's K/V.
+3. **Accept** (:mod:`sgl_spec.sampling`): ``n`` drafts + one correction/bonus token; ``new_seq_lens = L + n + 1``.
+   Rejected positions need no KV work: slots past the new length are rewritten by the next window before any query
+   reads them, and the backend's positional view never reads past a query's own position.
+
+Prefill (EXTEND) is a plain target forward; the backend quantizes completed pages. The scheduler trims windows that
+run past ``max_new_tokens`` or a stop token, and counts spec metrics (spec_verify_ct, accept length, histogram) from
+``accept_lens``. γ = ``--speculative-num-steps``; ``speculative_num_draft_tokens`` must be γ + 1 and topk 1.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Optional
+
+import torch
+
+from sglang.srt.managers.utils import GenerationBatchResult
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
+from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
+
+from sgl_spec import sampling
+
+logger = logging.getLogger(__name__)
+
+
+class QuantSpecVerifyInput(SpecInput):
+    """``spec_info`` of the TARGET_VERIFY forward: a chain of ``draft_token_num`` tokens per request, causal inside the
+    window, no custom mask. ``positions`` are absolute (``seq_lens[b] + j``); ``forward_batch.seq_lens`` stays the
+    committed length (window excluded), as for SGLang's other verify inputs."""
+
+    def __init__(self, draft_token: torch.Tensor, positions: torch.Tensor, draft_token_num: int):
+        # NGRAM_VERIFY is the neutral verify type: chain/tree mask verify, no draft hidden states.
+        super().__init__(SpecInputType.NGRAM_VERIFY)
+        self.draft_token = draft_token
+        self.positions = positions
+        self.draft_token_num = draft_token_num
+        self.custom_mask = None
+        self.capture_hidden_mode = CaptureHiddenMode.NULL
+        self.num_tokens_per_req = draft_token_num
+        self.num_tokens_for_logprob_per_req = draft_token_num
+
+
+class QuantSpecDraftInput(SpecInput):
+    """What the scheduler carries from one step to the next (``batch.spec_info``): the last emitted token of each
+    request, which the next window starts from. Filtered/merged with the batch."""
+
+    def __init__(self, last_tokens: torch.Tensor, draft_token_num: int):
+        super().__init__(SpecInputType.NGRAM_VERIFY)
+        self.last_tokens = last_tokens
+        self.draft_token_num = draft_token_num
+        self.num_tokens_per_req = draft_token_num
+        self.num_tokens_for_logprob_per_req = draft_token_num
+        self.future_indices = None
+
+    def filter_batch(self, new_indices: torch.Tensor, new_indices_cpu=None):
+        self.last_tokens = self.last_tokens[new_indices]
+
+    def merge_batch(self, other: "QuantSpecDraftInput"):
+        self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
+
+
+def _draft_mode(attn_backend):
+    """The backend's draft-mode context (see docs/CONTRACTS.md "Backend ⇄ worker"). A backend without one runs the
+    drafts through its target view: still lossless, only without the speedup."""
+    enter = getattr(attn_backend, "draft_mode", None)
+    return enter() if callable(enter) else contextlib.nullcontext()
+
+
+class QuantSpecWorker(BaseSpecWorker):
+    def __init__(self, server_args, gpu_id: int, ps, nccl_port: int, target_worker):
+        super().__init__()
+        self.server_args = server_args
+        self._target_worker = target_worker
+        self.model_runner = target_worker.model_runner
+        self.device = server_args.device
+        self.gamma = int(server_args.speculative_num_steps or 0)
+        self.speculative_num_steps = self.gamma
+        self.speculative_num_draft_tokens = self.gamma + 1
+        self.topk = 1
+        if self.gamma < 1:
+            raise ValueError(f"quantspec needs --speculative-num-steps >= 1, got {server_args.speculative_num_steps}")
+        ndt = server_args.speculative_num_draft_tokens
+        if ndt is not None and ndt != self.gamma + 1:
+            raise ValueError(f"quantspec drafts a chain: speculative_num_draft_tokens must be γ+1={self.gamma + 1}, got {ndt}")
+        if (server_args.speculative_eagle_topk or 1) != 1:
+            raise ValueError("quantspec drafts a chain: speculative_eagle_topk must be 1")
+        if not server_args.disable_overlap_schedule:
+            raise ValueError("quantspec runs with the non-overlap scheduler (disable_overlap_schedule=True)")
+        self.req_to_token_pool = None
+        self.token_to_kv_pool_allocator = None
+
+    # ---- scheduler plumbing ----------------------------------------------------------------------------------------
+    @property
+    def draft_worker(self):
+        return None  # the target model drafts itself; there is no second model
+
+    def alloc_memory_pool(self, memory_pool_config=None, req_to_token_pool=None, token_to_kv_pool_allocator=None):
+        self.req_to_token_pool = req_to_token_pool
+        self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+
+    def update_weights_from_tensor(self, recv_req):
+        return self.target_worker.update_weights_from_tensor(recv_req)
+
+    def update_weights_from_disk(self, recv_req):
+        return self.target_worker.update_weights_from_disk(recv_req)
+
+    def update_weights_from_ipc(self, recv_req):
+        return self.target_worker.update_weights_from_ipc(recv_req)
+
+    # ---- one scheduler step ----------------------------------------------------------------------------------------
+    def forward_batch_generation(self, batch, on_publish=None, **_unused) -> GenerationBatchResult:
+        if batch.forward_mode.is_decode():
+            result = self._decode(batch)
+        else:
+            result = self._extend(batch)
+        if on_publish is not None:
+            on_publish(result.new_seq_lens)
+        return result
+
+    def _extend(self, batch) -> GenerationBatchResult:
+        """Prefill (or idle): the plain target forward samples the first token, which starts the first window."""
+        result = self.target_worker.forward_batch_generation(batch)
+        # Spec-v2 convention: seq_lens counts tokens in the KV cache; the sampled token is not in it yet.
+        result.new_seq_lens = batch.seq_lens
+        result.speculative_num_draft_tokens = self.speculative_num_draft_tokens
+        last = result.next_token_ids
+        if last is None:
+            last = torch.zeros(len(batch.reqs), dtype=torch.int64, device=batch.seq_lens.device)
+        result.next_draft_input = QuantSpecDraftInput(last.to(torch.int64), self.speculative_num_draft_tokens)
+        return result
+
+    def _last_tokens(self, batch) -> torch.Tensor:
+        info = batch.spec_info
+        if isinstance(info, QuantSpecDraftInput) and info.last_tokens.shape[0] == len(batch.reqs):
+            return info.last_tokens
+        # Only reached if the scheduler built a decode batch without our carry (never on the normal path).
+        logger.warning("quantspec: decode batch without a draft input; rebuilding last tokens from requests")
+        ids = [r.output_ids[-1] if r.output_ids else r.origin_input_ids[-1] for r in batch.reqs]
+        return torch.tensor(ids, dtype=torch.int64, device=batch.seq_lens.device)
+
+    def _decode(self, batch) -> GenerationBatchResult:
+        G, bs = self.gamma, len(batch.reqs)
+        seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
+        dev = seq0.device
+        last = self._last_tokens(batch)
+        offs = torch.arange(G + 1, device=dev, dtype=seq0.dtype)
+        win_pos = seq0.unsqueeze(1) + offs  # [bs, G+1]
+        req_to_token = batch.req_to_token_pool.req_to_token
+        win_loc = req_to_token[batch.req_pool_indices.unsqueeze(1), win_pos].to(torch.int64)
+
+        si = batch.sampling_info
+        params = self._sampling_params(si)
+
+        # ---- 1. draft: γ single-token forwards through the backend's draft view ----
+        drafts = torch.empty((bs, G), dtype=torch.int64, device=dev)
+        draft_probs = None
+        tok = last
+        return_logprob = batch.return_logprob
+        batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
+        with _draft_mode(self.model_runner.attn_backend):
+            for i in range(G):
+                batch.forward_mode = ForwardMode.DECODE
+                batch.input_ids = tok
+                batch.out_cache_loc = win_loc[:, i].contiguous()
+                self._set_seq_lens(batch, seq0 + (i + 1), None if seq0_cpu is None else seq0_cpu + (i + 1))
+                batch.spec_info = None
+                out = self.target_worker.forward_batch_generation(
+                    batch, is_verify=True, capture_hidden_mode=CaptureHiddenMode.NULL
+                )
+                logits = out.logits_output.next_token_logits
+                sampling.apply_logit_adjustments(logits, si, 1)
+                tok = logits.argmax(dim=-1)
+                if params is not None:
+                    q = sampling.filtered_probs(logits, *params["filters"])
+                    if draft_probs is None:
+                        draft_probs = torch.empty((bs, G, q.shape[-1]), dtype=q.dtype, device=dev)
+                    draft_probs[:, i] = q
+                    drawn = sampling.sample_from_probs(q, torch.rand(bs, device=dev))
+                    tok = torch.where(params["greedy_rows"], tok, drawn)
+                drafts[:, i] = tok
+        batch.return_logprob = return_logprob
+
+        # ---- 2. verify: one forward over [last, d_1 … d_γ] with the INT8 view ----
+        window = torch.cat([last.unsqueeze(1), drafts], dim=1)  # [bs, G+1]
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        batch.input_ids = window.reshape(-1)
+        batch.out_cache_loc = win_loc.reshape(-1)
+        self._set_seq_lens(batch, seq0, seq0_cpu)
+        batch.spec_info = QuantSpecVerifyInput(batch.input_ids, win_pos.reshape(-1), G + 1)
+        out = self.target_worker.forward_batch_generation(batch, is_verify=True)
+        logits_output = out.logits_output
+        logits = logits_output.next_token_logits  # [bs*(G+1), V]
+        if batch.has_grammar:
+            self._apply_grammar(batch, window, logits)
+        sampling.apply_logit_adjustments(logits, si, G + 1)
+
+        # ---- 3. accept ----
+        V = logits.shape[-1]
+        if params is None:
+            tokens, accept_lens = sampling.verify_chain(drafts, logits.view(bs, G + 1, V))
+        else:
+            temps, top_ks, top_ps, min_ps = params["filters"]
+            tokens, accept_lens = sampling.verify_chain(
+                drafts,
+                logits.view(bs, G + 1, V),
+                draft_probs=draft_probs,
+                temperatures=temps,
+                top_ks=top_ks,
+                top_ps=top_ps,
+                min_ps=min_ps,
+                greedy_rows=params["greedy_rows"],
+                u_accept=torch.rand((bs, G), device=dev),
+                u_final=torch.rand((bs,), device=dev),
+            )
+        new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
+        rows = torch.arange(bs, device=dev)
+        next_tokens = tokens[rows, accept_lens - 1]
+
+        if batch.return_logprob:
+            self._logprobs(batch, logits_output, tokens, accept_lens)
+        batch.forward_mode = ForwardMode.DECODE
+
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=tokens.reshape(-1),  # stride γ+1; the first accept_lens[b] of row b are emitted
+            can_run_cuda_graph=out.can_run_cuda_graph,
+            accept_lens=accept_lens.to(torch.int32),
+            new_seq_lens=new_seq_lens,
+            next_draft_input=QuantSpecDraftInput(next_tokens, G + 1),
+            speculative_num_draft_tokens=G + 1,
+        )
+
+    # ---- helpers ---------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _set_seq_lens(batch, seq_lens: torch.Tensor, seq_lens_cpu: Optional[torch.Tensor]):
+        batch.seq_lens = seq_lens
+        batch.orig_seq_lens = seq_lens
+        batch.seq_lens_cpu = seq_lens_cpu
+        batch.seq_lens_sum = None if seq_lens_cpu is None else int(seq_lens_cpu.sum())
+
+    @staticmethod
+    def _sampling_params(si) -> Optional[dict]:
+        """Per-request filters as tensors (None for an all-greedy batch, which skips every probability tensor)."""
+        if si is None or si.is_all_greedy:
+            return None
+        return {
+            "filters": (
+                si.temperatures.view(-1),
+                si.top_ks if si.need_top_k_sampling else None,
+                si.top_ps if si.need_top_p_sampling else None,
+                si.min_ps if si.need_min_p_sampling else None,
+            ),
+            # SGLang encodes temperature 0 as top_k = 1: those requests use exact argmax matching.
+            "greedy_rows": si.top_ks.view(-1) <= 1,
+        }
+
+    @staticmethod
+    def _apply_grammar(batch, window: torch.Tensor, logits: torch.Tensor):
+        from sglang.srt.speculative.spec_utils import GrammarTree, build_grammar_vocab_mask
+
+        mask = build_grammar_vocab_mask(
+            reqs=batch.reqs,
+            tree=GrammarTree.from_linear_chain(window),
+            sampling_info=batch.sampling_info,
+            device=logits.device,
+            barrier=None,
+        )
+        if mask is not None:
+            mask.apply(logits)
+
+    def _logprobs(self, batch, logits_output, tokens: torch.Tensor, accept_lens: torch.Tensor):
+        from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
+
+        bs, G1 = tokens.shape
+        j = torch.arange(G1, device=tokens.device)
+        flat = torch.arange(bs, device=tokens.device).unsqueeze(1) * G1 + j
+        accept_index = torch.where(j < accept_lens.unsqueeze(1), flat, torch.full_like(flat, -1))
+        compute_spec_v2_logprobs(batch, logits_output, tokens.reshape(-1), accept_index, G1 - 1)
