@@ -62,3 +62,20 @@ def _dequant(upper, lower, s, z, draft: bool) -> torch.Tensor:
         return z + s * u
     c = u * 16.0 + unpack_nibbles(lower).float()
     return z + (s * 0.0625) * (c - 7.5)
+
+
+def quantize_pages(src_k, src_v, src_row, page_ids, store):
+    """CPU twin of the Triton ``quantize_pages`` (contract in docs/CONTRACTS.md): gather the P rows
+    ``src_row[i] … src_row[i]+P-1`` of ``src_k``/``src_v`` [T, H, D], quantize them and write page ``page_ids[i]`` of
+    ``store`` (a PageStore) in place. Returns ``store``."""
+    P = store.k_upper.shape[2]
+    if src_row.numel() == 0:
+        return store
+    rows = src_row.long().view(-1, 1) + torch.arange(P, device=src_row.device)  # [n, P]
+    k = src_k[rows].permute(0, 2, 1, 3)  # [n, P, H, D] -> [n, H, P, D]
+    v = src_v[rows].permute(0, 2, 1, 3)
+    pages = quantize_pages_ref(k, v)
+    ids = page_ids.long()
+    for name, t in pages.items():
+        getattr(store, name)[ids] = t
+    return store

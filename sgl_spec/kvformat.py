@@ -126,11 +126,13 @@ _FP16_MAX = 65504.0
 
 def fp16_round_down(x: torch.Tensor) -> torch.Tensor:
     """Largest fp16 value <= x (x fp32), saturating at the fp16 range."""
-    h = x.clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)
-    return torch.where(h.float() > x, torch.nextafter(h, torch.full_like(h, -float("inf"))), h)
+    xc = x.clamp(-_FP16_MAX, _FP16_MAX)  # compare with the clamped value, else x < -65504 steps to -inf
+    h = xc.to(torch.float16)
+    return torch.where(h.float() > xc, torch.nextafter(h, torch.full_like(h, -float("inf"))), h)
 
 
 def fp16_round_up(x: torch.Tensor) -> torch.Tensor:
     """Smallest fp16 value >= x (x fp32), saturating at the fp16 range."""
-    h = x.clamp(-_FP16_MAX, _FP16_MAX).to(torch.float16)
-    return torch.where(h.float() < x, torch.nextafter(h, torch.full_like(h, float("inf"))), h)
+    xc = x.clamp(-_FP16_MAX, _FP16_MAX)  # compare with the clamped value, else x > 65504 steps to +inf
+    h = xc.to(torch.float16)
+    return torch.where(h.float() < xc, torch.nextafter(h, torch.full_like(h, float("inf"))), h)
