@@ -1,0 +1,308 @@
+"""quantspec's attention backend: writes the hot ring, quantizes completed pages, attends under the view.
+
+Per forward and layer (docs/CONTRACTS.md, "The attention view" and "Backend ⇄ worker"):
+
+* write the new tokens' K/V into the hot ring ``hot[slot, (pos//P) % R, pos % P]`` (slot = ``req_pool_idx``);
+* quantize every page this forward completes (its last token is among the new ones) into the page store, straight
+  from the new K/V (prefill) or from the ring (a page whose first tokens came from an earlier forward);
+* attend: EXTEND - pure torch (prefill_ref.py); DECODE - ``ops.verify_attention`` with NQ = 1; TARGET_VERIFY -
+  ``ops.verify_attention`` with NQ = γ+1 (+ per-layer page scores for the next sparse draft); DECODE inside
+  ``drafting(...)`` - ``ops.draft_decode`` over the draft page list (upper plane only) + hot tokens, no quantization.
+
+Everything is derived from the forward batch (req_pool_indices, positions, seq_lens / extend lens, req_to_token);
+the page table is ``req_to_token[r, ::P] // P``. DECODE / TARGET_VERIFY metadata is built with device ops of static
+shape only (no ``.item()``), in ``init_forward_metadata_in_graph`` so CUDA graphs can capture it; pages that do not
+complete are quantized into page 0 (SGLang's padding page, never read) instead of branching on the host.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from sgl_spec import ops
+from sgl_spec.config import HOT_RING_PAGES as R
+from sgl_spec.config import QuantSpecConfig
+from sgl_spec.prefill_ref import extend_attention
+
+logger = logging.getLogger(__name__)
+
+
+def _attention_backend_base():
+    from sglang.srt.layers.attention.base_attn_backend import AttentionBackend
+
+    return AttentionBackend
+
+
+@dataclass
+class _Tokens:
+    """Where this forward's new tokens go in the ring, and which pages they complete."""
+
+    w_slot: torch.Tensor  # [T] ring slot per new token (0 = SGLang's padding slot: a trash target)
+    w_ring: torch.Tensor  # [T] (pos // P) % R
+    w_off: torch.Tensor  # [T] pos % P
+    q_rows: torch.Tensor  # [n] int64: first row of each completed page in the quantize source
+    q_pages: torch.Tensor  # [n] int32: its physical page id
+
+
+@dataclass
+class _Decode:  # DECODE and TARGET_VERIFY: device tensors, static shapes
+    tokens: _Tokens
+    slots: torch.Tensor  # [B] int32 req_pool_idx
+    q_start: torch.Tensor  # [B] int32 position of each request's first query row
+    page_table: torch.Tensor  # [B, MAXP] int32
+    nq: int
+
+
+@dataclass
+class _Extend:  # EXTEND / MIXED: host-driven
+    tokens: _Tokens
+    slots: torch.Tensor  # [B] req_pool_idx (device)
+    page_table: torch.Tensor  # [B, MAXP] int32
+    starts: list  # per request: first new position (= prefix length)
+    lens: list  # per request: number of new tokens
+    row0: list  # per request: first row in q/k/v
+    straddle: list  # (request, page) whose first tokens came from an earlier forward and that this forward completes
+
+
+@dataclass
+class _Draft:  # set by the worker through drafting()
+    hot_start: torch.Tensor  # [B] int32, page aligned
+    page_ids: Optional[torch.Tensor]  # [L, B, KCAP] int32 physical ids, or None = dense
+    num_pages: Optional[torch.Tensor]  # [L, B] int32
+
+
+class QuantSpecAttnBackend(_attention_backend_base()):
+    def __init__(self, model_runner, resolved_name: str, cfg: QuantSpecConfig):
+        super().__init__()
+        from sgl_spec.pool import QuantSpecKVPool
+
+        self.device = model_runner.device
+        self.req_to_token_pool = model_runner.req_to_token_pool
+        self.token_to_kv_pool = model_runner.token_to_kv_pool
+        if not isinstance(self.token_to_kv_pool, QuantSpecKVPool):
+            raise RuntimeError(f"the quantspec attention backend needs the quantspec KV pool, got "
+                               f"{type(self.token_to_kv_pool).__name__}")
+        self.cfg = cfg
+        self.P = cfg.page_size
+        self.resolved_name = resolved_name  # what SGLang resolved; decides host-side helpers (support_triton)
+        self.forward_metadata = None
+        self._draft: Optional[_Draft] = None
+        pool = self.token_to_kv_pool
+        rtt = self.req_to_token_pool.req_to_token
+        self.max_pages = -(-rtt.shape[1] // self.P)
+        # Per-layer page scores written by TARGET_VERIFY for the next round's top-k draft pages (sparse drafts only).
+        self.page_scores: Optional[torch.Tensor] = None
+        if cfg.speculative and not cfg.dense_draft:
+            self.page_scores = torch.zeros((pool.layer_num, rtt.shape[0], pool.head_num, self.max_pages),
+                                           dtype=torch.float32, device=self.device)
+
+    # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
+    @contextlib.contextmanager
+    def drafting(self, window_start: torch.Tensor, page_ids=None, num_pages=None):
+        """DECODE forwards inside this block are draft passes. window_start [B]: each request's first position of
+        the current round (its committed length); the draft reads the ring from ``(window_start//P)*P`` on and the
+        upper plane of ``page_ids[l, b, :num_pages[l, b]]`` (default: every page before that, dense)."""
+        if (page_ids is None) != (num_pages is None):
+            raise ValueError("drafting(): give both page_ids and num_pages, or neither (dense)")
+        prev = self._draft
+        hot_start = (torch.div(window_start, self.P, rounding_mode="floor") * self.P).to(torch.int32)
+        self._draft = _Draft(hot_start, page_ids, num_pages)
+        try:
+            yield self
+        finally:
+            self._draft = prev
+
+    @property
+    def is_drafting(self) -> bool:
+        return self._draft is not None
+
+    # ---- SGLang backend interface ---------------------------------------------------------------------------------
+    def support_triton(self):
+        from sglang.srt.utils.common import support_triton
+
+        return support_triton(self.resolved_name)
+
+    def init_cuda_graph_state(self, max_bs: int, max_num_tokens: int):
+        pass  # metadata is recomputed inside the graph from the runner's static forward-batch buffers
+
+    def get_cuda_graph_seq_len_fill_value(self):
+        return 1
+
+    def init_forward_metadata(self, forward_batch):
+        self.init_forward_metadata_out_graph(forward_batch)
+        self.init_forward_metadata_in_graph(forward_batch)
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture: bool = False):
+        mode = forward_batch.forward_mode
+        if mode.is_extend() and not mode.is_target_verify():
+            self.forward_metadata = self._extend_metadata(forward_batch)
+
+    def init_forward_metadata_in_graph(self, forward_batch):
+        mode = forward_batch.forward_mode
+        if mode.is_decode() or mode.is_target_verify():
+            self.forward_metadata = self._decode_metadata(forward_batch)
+        elif not mode.is_extend() and not mode.is_idle():
+            raise NotImplementedError(f"quantspec attention does not handle forward mode {mode.name}")
+
+    # ---- metadata ---------------------------------------------------------------------------------------------------
+    def _page_table(self, req_pool_indices):
+        rtt = self.req_to_token_pool.req_to_token
+        return torch.div(rtt[:, :: self.P][req_pool_indices.long()], self.P, rounding_mode="floor").to(torch.int32)
+
+    def _decode_metadata(self, fb) -> _Decode:
+        P = self.P
+        B = fb.req_pool_indices.shape[0]
+        nq = fb.positions.shape[0] // max(B, 1)
+        pos = fb.positions.long().view(B, nq)
+        slots = fb.req_pool_indices.long()
+        page_table = self._page_table(slots)
+        q_start = pos[:, 0]
+        # The window q_start … q_start+nq-1 (nq <= P) completes at most page q_start//P.
+        j = torch.div(q_start, P, rounding_mode="floor")
+        completes = (j + 1) * P <= q_start + nq
+        if self._draft is not None:
+            completes = torch.zeros_like(completes)  # drafts never quantize: verify rewrites these positions
+        phys = page_table.gather(1, j.clamp(max=page_table.shape[1] - 1).view(B, 1)).view(B)
+        tok = _Tokens(
+            w_slot=slots.repeat_interleave(nq),
+            w_ring=torch.remainder(torch.div(pos, P, rounding_mode="floor"), R).view(-1),
+            w_off=torch.remainder(pos, P).view(-1),
+            q_rows=(slots * R + torch.remainder(j, R)) * P,
+            q_pages=torch.where(completes, phys, torch.zeros_like(phys)).to(torch.int32),
+        )
+        return _Decode(tok, slots.to(torch.int32), q_start.to(torch.int32), page_table, nq)
+
+    def _extend_metadata(self, fb) -> _Extend:
+        P = self.P
+        starts = fb.extend_prefix_lens_cpu
+        lens = fb.extend_seq_lens_cpu
+        if starts is None or lens is None:  # SGLang's gpu-only extend path leaves the host mirrors unset
+            starts, lens = fb.extend_prefix_lens.tolist(), fb.extend_seq_lens.tolist()
+        starts, lens = [int(x) for x in starts], [int(x) for x in lens]
+        B, T = len(lens), sum(lens)
+        dev = fb.req_pool_indices.device
+        slots = fb.req_pool_indices.long()
+        page_table = self._page_table(slots)
+        row0, rows, q_b, q_j, straddle = [], [], [], [], []
+        r = 0
+        for b in range(B):
+            s, e = starts[b], starts[b] + lens[b]
+            row0.append(r)
+            for j in range(s // P, e // P):  # pages whose last position lies in s … e-1
+                if j * P < s:
+                    straddle.append((b, j))
+                else:
+                    rows.append(r + j * P - s)
+                    q_b.append(b)
+                    q_j.append(j)
+            r += lens[b]
+        # Straddling pages are quantized from a small side buffer appended after the T new rows.
+        rows += [T + i * P for i in range(len(straddle))]
+        q_b += [b for b, _ in straddle]
+        q_j += [j for _, j in straddle]
+        q_pages = page_table[torch.tensor(q_b, dtype=torch.long, device=dev),
+                             torch.tensor(q_j, dtype=torch.long, device=dev)]
+        # Ring: keep the last R pages of each request (later forwards read only those); the rest go to trash slot 0.
+        pos = fb.positions.long()
+        lens_t = torch.tensor(lens, dtype=torch.long, device=dev)
+        tok_slot = torch.repeat_interleave(slots, lens_t, output_size=T)
+        tok_end = torch.repeat_interleave(torch.tensor([s + n for s, n in zip(starts, lens)], device=dev),
+                                          lens_t, output_size=T)
+        keep = torch.div(pos, P, rounding_mode="floor") >= torch.div(tok_end - 1, P, rounding_mode="floor") - (R - 1)
+        tok = _Tokens(
+            w_slot=torch.where(keep, tok_slot, torch.zeros_like(tok_slot)),
+            w_ring=torch.remainder(torch.div(pos, P, rounding_mode="floor"), R),
+            w_off=torch.remainder(pos, P),
+            q_rows=torch.tensor(rows, dtype=torch.long, device=dev),
+            q_pages=q_pages.to(torch.int32),
+        )
+        return _Extend(tok, slots, page_table, starts, lens, row0, straddle)
+
+    # ---- forward ----------------------------------------------------------------------------------------------------
+    def _layer_state(self, layer):
+        pool = self.token_to_kv_pool
+        if layer.logit_cap and layer.logit_cap > 0 or (layer.sliding_window_size or -1) > -1:
+            raise NotImplementedError("quantspec attention supports neither logit capping nor sliding windows")
+        store = pool.page_store(layer.layer_id)
+        hot_k, hot_v = pool.hot(layer.layer_id)
+        return store, hot_k, hot_v
+
+    def _write_ring(self, tok: _Tokens, hot_k, hot_v, k, v):
+        hot_k[tok.w_slot, tok.w_ring, tok.w_off] = k.to(hot_k.dtype)
+        hot_v[tok.w_slot, tok.w_ring, tok.w_off] = v.to(hot_v.dtype)
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
+        if forward_batch.forward_mode.is_target_verify():
+            return self._forward_window(q, k, v, layer, forward_batch)
+        if k is None:
+            raise NotImplementedError("quantspec attention needs the new tokens' K/V")
+        md: _Extend = self.forward_metadata
+        store, hot_k, hot_v = self._layer_state(layer)
+        H, D = hot_k.shape[-2:]
+        k, v = k.view(-1, H, D), v.view(-1, H, D)
+        q3 = q.reshape(k.shape[0], -1, D)
+        P = self.P
+        # 1. earlier part of each request's first page, read before this forward's ring writes can overwrite it
+        prev = []
+        for b, s in enumerate(md.starts):
+            off, ring = s % P, (s // P) % R
+            slot = md.slots[b:b + 1]  # index_select, not [tensor]: a 0-d tensor index would sync with the host
+            prev.append((hot_k.index_select(0, slot)[0, ring, :off], hot_v.index_select(0, slot)[0, ring, :off]))
+        # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers)
+        self._write_ring(md.tokens, hot_k, hot_v, k, v)
+        if md.tokens.q_rows.numel():
+            side_k = [torch.cat([prev[b][0], k[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
+                      for b, j in md.straddle]
+            side_v = [torch.cat([prev[b][1], v[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
+                      for b, j in md.straddle]
+            src_k = torch.cat([k] + [t.to(k.dtype) for t in side_k]) if side_k else k
+            src_v = torch.cat([v] + [t.to(v.dtype) for t in side_v]) if side_v else v
+            ops.quantize_pages(src_k, src_v, md.tokens.q_rows, md.tokens.q_pages, store)
+        # 4. attention, one request at a time (host-driven shapes)
+        out = torch.empty_like(q3)
+        for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):
+            extend_attention(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
+                             md.page_table[b], s, layer.scaling, out=out[r0:r0 + n])
+        return out.view(q.shape[0], -1)
+
+    def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
+        return self._forward_window(q, k, v, layer, forward_batch)
+
+    def _forward_window(self, q, k, v, layer, forward_batch):
+        """DECODE (NQ = 1, or a draft step) and TARGET_VERIFY (NQ = γ+1)."""
+        if k is None:
+            raise NotImplementedError("quantspec attention needs the new tokens' K/V")
+        md: _Decode = self.forward_metadata
+        store, hot_k, hot_v = self._layer_state(layer)
+        H, D = hot_k.shape[-2:]
+        B, nq = md.slots.shape[0], md.nq
+        k, v = k.view(-1, H, D), v.view(-1, H, D)
+        self._write_ring(md.tokens, hot_k, hot_v, k, v)
+        q4 = q.reshape(B, nq, -1, D)
+        if self._draft is not None:
+            if nq != 1:
+                raise RuntimeError("quantspec drafting runs one token per request per forward (DECODE)")
+            return self._draft_decode(q4[:, 0], layer, md, store, hot_k, hot_v).view(q.shape[0], -1)
+        ops.quantize_pages(hot_k.view(-1, H, D), hot_v.view(-1, H, D), md.tokens.q_rows, md.tokens.q_pages, store)
+        scores = None
+        if self.page_scores is not None and forward_batch.forward_mode.is_target_verify():
+            scores = self.page_scores[layer.layer_id - self.token_to_kv_pool.start_layer, :B]
+        out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
+                                   scores=scores)
+        return out.view(q.shape[0], -1)
+
+    def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v):
+        d = self._draft
+        if d.page_ids is None:  # dense: every complete page before the hot pages
+            page_ids = md.page_table
+            num_pages = torch.div(d.hot_start, self.P, rounding_mode="floor").to(torch.int32)
+        else:
+            li = layer.layer_id - self.token_to_kv_pool.start_layer
+            page_ids, num_pages = d.page_ids[li], d.num_pages[li]
+        hot_len = (md.q_start - d.hot_start + 1).to(torch.int32)
+        return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, d.hot_start, hot_len,
+                                layer.scaling)

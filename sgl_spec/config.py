@@ -1,0 +1,251 @@
+"""quantspec's command-line flags and the one frozen config built from SGLang's server args.
+
+Two ways to turn quantspec on (both use the same KV pool and attention backend):
+
+* ``--speculative-algorithm QUANTSPEC`` (or ``--spec-algo quantspec``): self-speculative decoding. γ is SGLang's
+  ``--speculative-num-steps`` (default 4); each round verifies γ+1 tokens.
+* ``--attention-backend quantspec``: the INT8 KV cache and its attention view *without* speculation - the
+  baseline, and the model that the speculative mode reproduces token for token.
+
+SGLang builds ``ServerArgs`` from argparse fields only, so our flags travel beside it: ``plugin.py`` stashes them on
+the instance (``_quantspec_flags``) before ``__post_init__`` runs, and ``configure`` (called from inside
+``__post_init__``) validates everything, adjusts SGLang's settings and stores the frozen ``QuantSpecConfig`` as
+``server_args._quantspec``. That attribute is pickled with ``server_args`` into every scheduler process, so the
+pool and the backend read the very object that was validated here. Every wrong setting raises ``ValueError`` with
+one line naming the flag to change.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from sgl_spec.kvformat import SUPPORTED_PAGE_SIZES, KVFormat
+
+logger = logging.getLogger(__name__)
+
+ALGO_NAME = "QUANTSPEC"
+BACKEND_NAME = "quantspec"
+HOT_RING_PAGES = 2  # R in docs/CONTRACTS.md: a γ+1 <= P window touches at most two pages
+DEFAULT_PAGE_SIZE = 64
+DEFAULT_NUM_DRAFT_STEPS = 4
+# The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default
+# (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
+DEFAULT_MAX_RUNNING_REQUESTS = 128
+
+# name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
+# "flag given without quantspec on" can be told apart from "flag left at its default".
+FLAGS: dict[str, tuple[Any, dict]] = {
+    "quantspec_topk_ratio": (0.07, dict(type=float, help=(
+        "quantspec draft: fraction of a request's complete KV pages each layer drafts with (top-k by the previous "
+        "verify's attention scores). Default: 0.07."))),
+    "quantspec_min_pages": (8, dict(type=int, help=(
+        "quantspec draft: at least this many pages per layer (or all, if fewer). Default: 8."))),
+    "quantspec_sink_pages": (1, dict(type=int, help=(
+        "quantspec draft: the first N pages of every request are always drafted with (attention sinks). "
+        "Default: 1."))),
+    "quantspec_dense_draft": (False, dict(action="store_true", default=None, help=(
+        "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
+}
+
+
+@dataclass(frozen=True)
+class QuantSpecConfig:
+    speculative: bool  # False: INT8-only mode (--attention-backend quantspec)
+    page_size: int  # P: SGLang page size = quantization group
+    num_draft_steps: int  # γ (0 in INT8-only mode)
+    topk_ratio: float
+    min_pages: int
+    sink_pages: int
+    dense_draft: bool
+    hot_ring_pages: int = HOT_RING_PAGES
+
+    @property
+    def num_verify_tokens(self) -> int:
+        return self.num_draft_steps + 1
+
+    def describe(self) -> str:
+        if not self.speculative:
+            return f"quantspec INT8 KV cache (no speculation), page size {self.page_size}"
+        draft = "dense" if self.dense_draft else (
+            f"top-k ratio {self.topk_ratio}, min {self.min_pages} pages, {self.sink_pages} sink page(s)")
+        return f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}"
+
+
+def get_config(server_args) -> Optional[QuantSpecConfig]:
+    """The config ``configure`` stored on ``server_args`` (None: quantspec is off)."""
+    return getattr(server_args, "_quantspec", None)
+
+
+def add_cli_args(parser) -> None:
+    for name, (default, kw) in FLAGS.items():
+        kw = dict(kw)
+        kw.setdefault("default", None)
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
+
+
+def configure(server_args) -> Optional[QuantSpecConfig]:
+    """Validate, adjust ``server_args`` for quantspec and store the config. Idempotent (runs inside
+    ``ServerArgs.__post_init__``, from both the spec algorithm's hooks and a hook after speculative handling)."""
+    if "_quantspec" in vars(server_args):
+        return server_args._quantspec
+    flags = dict(getattr(server_args, "_quantspec_flags", None) or {})
+    speculative = (server_args.speculative_algorithm or "").upper() == ALGO_NAME
+    enabled = speculative or bool(flags.pop("attention_backend", False))
+    given = {k: v for k, v in flags.items() if k in FLAGS and v is not None}
+    if not enabled:
+        if given:
+            flag = "--" + next(iter(given)).replace("_", "-")
+            raise ValueError(f"{flag} only applies with --speculative-algorithm {ALGO_NAME}")
+        object.__setattr__(server_args, "_quantspec", None)
+        return None
+
+    from sglang.srt.arg_groups.overrides import resolved_view
+
+    view = resolved_view(server_args)
+    _check_deployment(server_args, view)
+    page_size = _resolve_page_size(server_args, view)
+    _check_model(server_args)
+    opts = {k: (given[k] if k in given else default) for k, (default, _) in FLAGS.items()}
+    if speculative:
+        gamma = _configure_speculation(server_args, page_size)
+        _check_draft_options(opts)
+    else:
+        if given:
+            raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
+                             f"--speculative-algorithm {ALGO_NAME}, not --attention-backend {BACKEND_NAME} alone")
+        gamma = 0
+    _configure_runtime(server_args)
+    cfg = QuantSpecConfig(
+        speculative=speculative, page_size=page_size, num_draft_steps=gamma,
+        topk_ratio=float(opts["quantspec_topk_ratio"]), min_pages=int(opts["quantspec_min_pages"]),
+        sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
+    )
+    object.__setattr__(server_args, "_quantspec", cfg)
+    logger.info("%s", cfg.describe())
+    return cfg
+
+
+# ---- checks and adjustments ----------------------------------------------------------------------------------------
+def _declare(server_args, **fields) -> None:
+    """Set resolvable fields through SGLang's declaration stash: a plain assignment during ``__post_init__`` would
+    be overwritten by the stash when SGLang materializes its resolved settings at the end."""
+    from sglang.srt.arg_groups.overrides import run_post_process_pass
+
+    def quantspec_settings(view):
+        return dict(fields)
+
+    run_post_process_pass(server_args, quantspec_settings)
+
+
+def _check_deployment(server_args, view) -> None:
+    if server_args.device not in ("cuda", "cpu"):
+        raise ValueError(f"quantspec runs on CUDA or CPU devices, not --device {server_args.device}")
+    for flag in ("prefill_attention_backend", "decode_attention_backend"):
+        if getattr(view, flag, None) == BACKEND_NAME:
+            raise ValueError(f"use --attention-backend {BACKEND_NAME} (for all phases) instead of "
+                             f"--{flag.replace('_', '-')} {BACKEND_NAME}")
+    unsupported = [
+        (server_args.disaggregation_mode != "null", "--disaggregation-mode (quantized pages cannot be transferred)"),
+        (server_args.enable_hierarchical_cache, "--enable-hierarchical-cache (HiCache)"),
+        (view.enable_dp_attention, "--enable-dp-attention"),
+        (server_args.enable_two_batch_overlap, "--enable-two-batch-overlap"),
+        (server_args.enable_pdmux, "--enable-pdmux"),
+        (server_args.enable_torch_compile, "--enable-torch-compile"),
+        (server_args.kv_cache_dtype not in ("auto", "bfloat16", "bf16", "float16", "fp16", "float32"),
+         f"--kv-cache-dtype {server_args.kv_cache_dtype} (quantspec quantizes the KV cache itself)"),
+    ]
+    for bad, what in unsupported:
+        if bad:
+            raise ValueError(f"quantspec does not support {what}; remove it")
+
+
+def _resolve_page_size(server_args, view) -> int:
+    """The SGLang page size is the quantization group: default 64 when the user gave none."""
+    page_size = server_args.page_size  # the user's value: declarations never mutate the field mid-resolution
+    if page_size is None:
+        _declare(server_args, page_size=DEFAULT_PAGE_SIZE)
+        return DEFAULT_PAGE_SIZE
+    if page_size not in SUPPORTED_PAGE_SIZES:
+        sizes = ", ".join(map(str, SUPPORTED_PAGE_SIZES[:-1])) + f" or {SUPPORTED_PAGE_SIZES[-1]}"
+        raise ValueError(f"quantspec needs --page-size {sizes} (its quantization group), got --page-size {page_size}")
+    if view.page_size != page_size:
+        raise ValueError(f"this model forces page size {view.page_size}, but quantspec needs --page-size {page_size}")
+    return page_size
+
+
+def _check_model(server_args) -> None:
+    from sglang.srt.configs.hybrid_arch import mambaish_config
+    from sglang.srt.configs.model_config import AttentionArch
+
+    mc = server_args.get_model_config()
+    cfg = mc.hf_text_config
+    arch = (mc.hf_config.architectures or ["?"])[0]
+    layer_types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
+    reasons = [
+        (mc.attention_arch == AttentionArch.MLA, "uses MLA attention"),
+        (mc.is_hybrid_swa or layer_types != {"full_attention"}
+         or (getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True) is not False),
+         "uses sliding-window or hybrid attention layers"),
+        (mambaish_config(mc) is not None, "is a hybrid linear-attention/Mamba model"),
+        (mc.is_multimodal, "is multimodal"),
+        (getattr(mc, "is_encoder_decoder", False), "is an encoder-decoder model"),
+        (bool(getattr(cfg, "attn_logit_softcapping", None)), "uses attention logit soft-capping"),
+        (mc.v_head_dim != mc.head_dim, "has different key and value head dims"),
+    ]
+    for bad, why in reasons:
+        if bad:
+            raise ValueError(f"quantspec supports standard MHA/GQA decoder models; {arch} {why}")
+    try:
+        KVFormat(DEFAULT_PAGE_SIZE, 1, mc.head_dim)
+    except ValueError as e:
+        raise ValueError(f"{arch}: {e}") from None
+
+
+def _configure_speculation(server_args, page_size: int) -> int:
+    if server_args.speculative_draft_model_path is not None:
+        raise ValueError("quantspec drafts with the target model itself; remove --speculative-draft-model-path")
+    gamma = server_args.speculative_num_steps
+    gamma = DEFAULT_NUM_DRAFT_STEPS if gamma is None else int(gamma)
+    if not 1 <= gamma <= page_size - 1:
+        raise ValueError(f"quantspec needs --speculative-num-steps (γ) in 1..{page_size - 1} for page size "
+                         f"{page_size}, got {gamma}")
+    if server_args.speculative_num_draft_tokens not in (None, gamma + 1):
+        raise ValueError(f"quantspec verifies γ+1 tokens: set --speculative-num-draft-tokens {gamma + 1} or drop it "
+                         f"(got {server_args.speculative_num_draft_tokens})")
+    if server_args.speculative_eagle_topk not in (None, 1):
+        raise ValueError(f"quantspec drafts one chain: set --speculative-eagle-topk 1 or drop it "
+                         f"(got {server_args.speculative_eagle_topk})")
+    server_args.speculative_num_steps = gamma
+    server_args.speculative_num_draft_tokens = gamma + 1
+    server_args.speculative_eagle_topk = 1
+    # The worker runs draft and verify synchronously; SGLang's overlap scheduler would run the next batch's
+    # preparation against a KV state the worker has not finished writing.
+    _declare(server_args, disable_overlap_schedule=True)
+    return gamma
+
+
+def _check_draft_options(opts: dict) -> None:
+    if not 0.0 < float(opts["quantspec_topk_ratio"]) <= 1.0:
+        raise ValueError(f"--quantspec-topk-ratio must be in (0, 1], got {opts['quantspec_topk_ratio']}")
+    if int(opts["quantspec_min_pages"]) < 1:
+        raise ValueError(f"--quantspec-min-pages must be >= 1, got {opts['quantspec_min_pages']}")
+    if int(opts["quantspec_sink_pages"]) < 0:
+        raise ValueError(f"--quantspec-sink-pages must be >= 0, got {opts['quantspec_sink_pages']}")
+
+
+def _configure_runtime(server_args) -> None:
+    """Settings that hold in both modes."""
+    if server_args.max_running_requests is None:
+        server_args.max_running_requests = DEFAULT_MAX_RUNNING_REQUESTS
+        logger.info("quantspec: --max-running-requests defaults to %d (each request slot owns a full-precision "
+                    "hot ring of %d pages per layer)", DEFAULT_MAX_RUNNING_REQUESTS, HOT_RING_PAGES)
+    # The EXTEND path is host-driven pure torch (per-request shapes): it cannot be captured in a prefill graph.
+    cgc = getattr(server_args, "cuda_graph_config", None)
+    if cgc is not None and server_args.device == "cuda":
+        from sglang.srt.model_executor.cuda_graph_config import Backend, Phase
+
+        user_set = (Phase.PREFILL, "backend") in getattr(server_args, "_cuda_graph_config_locked", set())
+        if user_set and cgc.prefill.backend != Backend.DISABLED:
+            raise ValueError("quantspec's prefill cannot run in a CUDA graph; remove --cuda-graph-backend-prefill")
+        cgc.prefill.backend = Backend.DISABLED

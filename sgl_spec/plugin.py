@@ -1,0 +1,233 @@
+"""SGLang plugin entry point (``[project.entry-points."sglang.srt.plugins"] quantspec``): wires quantspec into SGLang.
+
+``load_plugins()`` runs ``register()`` in every SGLang process (launcher, engine, schedulers) and then applies the
+hooks; ``register()`` is idempotent so a second call (tests, a manual call) changes nothing. What it hooks
+(all by ``sglang.srt.plugins.hook_registry.HookRegistry``, no SGLang file is edited):
+
+command line / server args (sgl_spec/config.py)
+  * ``ServerArgs.add_cli_args`` (AFTER): ``--spec-algo`` alias of ``--speculative-algorithm``, ``--quantspec-*`` flags;
+    ``quantspec`` is added to the ``--attention-backend`` choices.
+  * ``ServerArgs.from_cli_args`` / ``ServerArgs.__init__`` (AROUND): our flags are not ServerArgs fields, so they
+    are taken out of the namespace / kwargs and stashed on the instance before ``__post_init__``;
+    ``attention_backend="quantspec"`` becomes "SGLang's default backend + quantspec INT8 mode".
+  * ``arg_groups.speculative_hook.handle_speculative_decoding`` (AFTER), and the registered spec algorithm's
+    ``validate_server_args`` / ``handle_server_args``: ``config.configure`` validates and adjusts the settings.
+KV pool (sgl_spec/pool.py)
+  * ``DefaultPoolConfigurator._compute_cell_size`` (AROUND): bytes per token of the quantized pages.
+  * ``KVCacheConfigurator._profile_available_bytes`` (AFTER): minus the hot rings and the page-score buffer.
+  * ``KVCacheConfigurator._build_token_to_kv_pool`` (AROUND): ``QuantSpecKVPool`` instead of ``MHATokenToKVPool``.
+attention (sgl_spec/backend.py)
+  * ``attention_backend_setup._build_resolved_backend`` (AROUND): ``QuantSpecAttnBackend`` for the target model;
+    SGLang's resolved backend name stays in ``server_args`` for its host-side helpers. ``quantspec`` is also in
+    SGLang's attention-backend registry.
+speculative algorithm
+  * ``SpeculativeAlgorithm.register("QUANTSPEC", ...)``: worker ``sgl_spec.worker.QuantSpecWorker`` (imported lazily).
+"""
+from __future__ import annotations
+
+import argparse
+import contextvars
+import logging
+
+from sgl_spec import config as qs_config
+from sgl_spec.config import ALGO_NAME, BACKEND_NAME, FLAGS, configure, get_config
+
+logger = logging.getLogger(__name__)
+
+_REGISTERED = False
+# quantspec flags parsed from the command line, on their way from ServerArgs.from_cli_args to ServerArgs.__init__.
+_PENDING: contextvars.ContextVar = contextvars.ContextVar("quantspec_pending_flags", default=None)
+
+_SA = "sglang.srt.server_args.ServerArgs"
+_KVC = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
+
+
+def register() -> None:
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    _REGISTERED = True
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    hooks = [
+        (f"{_SA}.add_cli_args", _add_cli_args, HookType.AFTER),
+        (f"{_SA}.from_cli_args", _from_cli_args, HookType.AROUND),
+        (f"{_SA}.__init__", _server_args_init, HookType.AROUND),
+        ("sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding", _after_speculative, HookType.AFTER),
+        ("sglang.srt.model_executor.pool_configurator.DefaultPoolConfigurator._compute_cell_size", _cell_size,
+         HookType.AROUND),
+        (f"{_KVC}._profile_available_bytes", _available_bytes, HookType.AFTER),
+        (f"{_KVC}._build_token_to_kv_pool", _build_pool, HookType.AROUND),
+        ("sglang.srt.model_executor.model_runner_components.attention_backend_setup._build_resolved_backend",
+         _build_backend, HookType.AROUND),
+    ]
+    for target, fn, kind in hooks:
+        HookRegistry.register(target, fn, kind)
+    _register_spec_algorithm()
+    _register_attention_backend()
+
+
+# ---- server args ------------------------------------------------------------------------------------------------------
+def _add_cli_args(result, parser):
+    parser.add_argument(
+        "--spec-algo", dest="speculative_algorithm", type=str, default=argparse.SUPPRESS,
+        help="Alias of --speculative-algorithm (e.g. --spec-algo quantspec).",
+    )
+    qs_config.add_cli_args(parser)
+
+
+def _from_cli_args(original, cls, args):
+    token = _PENDING.set({k: getattr(args, k) for k in FLAGS if hasattr(args, k)})
+    try:
+        return original(cls, args)
+    finally:
+        _PENDING.reset(token)
+
+
+def _server_args_init(original, self, *args, **kwargs):
+    flags = dict(_PENDING.get() or {})
+    for k in FLAGS:
+        if k in kwargs:  # Engine(quantspec_topk_ratio=...) and friends
+            flags[k] = kwargs.pop(k)
+    if kwargs.get("attention_backend") == BACKEND_NAME:
+        # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
+        # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
+        kwargs["attention_backend"] = None
+        flags["attention_backend"] = True
+    object.__setattr__(self, "_quantspec_flags", flags)
+    return original(self, *args, **kwargs)
+
+
+def _after_speculative(result, server_args, *args, **kwargs):
+    configure(server_args)
+
+
+# ---- KV pool ----------------------------------------------------------------------------------------------------------
+def _format(kvc):
+    from sglang.srt.runtime_context import get_parallel
+
+    from sgl_spec.kvformat import KVFormat
+
+    cfg = get_config(kvc.server_args)
+    heads = kvc.model_config.get_num_kv_heads(get_parallel().attn_tp_size)
+    return KVFormat(cfg.page_size, heads, kvc.model_config.head_dim)
+
+
+def _on(kvc) -> bool:
+    return get_config(kvc.server_args) is not None and not kvc.is_draft_worker
+
+
+def _cell_size(original, self, kvc, num_layers, *args, **kwargs):
+    if not _on(kvc):
+        return original(self, kvc, num_layers, *args, **kwargs)
+    from sgl_spec.pool import cell_size_bytes
+
+    return cell_size_bytes(_format(kvc), num_layers)
+
+
+def _available_bytes(result, kvc, *args, **kwargs):
+    if not _on(kvc):
+        return result
+    from sgl_spec.pool import ring_bytes, score_bytes
+
+    cfg, fmt = get_config(kvc.server_args), _format(kvc)
+    layers = kvc.layer_info.num_effective_layers
+    slots = kvc.server_args.max_running_requests // max(1, kvc.ps.attn_dp_size) + 1
+    fixed = ring_bytes(fmt, layers, slots, kvc.model_dtype)
+    if cfg.speculative and not cfg.dense_draft:
+        fixed += score_bytes(fmt, layers, slots, kvc.model_config.context_len)
+    if fixed >= result:
+        raise ValueError(f"quantspec: the hot rings of {slots - 1} request slots need {fixed / 2**30:.2f} GB, more "
+                         f"than the {result / 2**30:.2f} GB left for the KV cache; lower --max-running-requests")
+    logger.info("quantspec: %.3f GB of the KV budget go to hot rings (+ page scores) for %d request slots",
+                fixed / 2**30, slots - 1)
+    return result - fixed
+
+
+def _build_pool(original, self, *args, sizes, req_to_token_pool, **kwargs):
+    if not _on(self):
+        return original(self, *args, sizes=sizes, req_to_token_pool=req_to_token_pool, **kwargs)
+    from sglang.srt.runtime_context import get_exec
+
+    from sgl_spec.pool import QuantSpecKVPool
+
+    fmt = _format(self)
+    return QuantSpecKVPool(
+        sizes.max_total_num_tokens,
+        page_size=self.pool_page_size,
+        dtype=self.kv_cache_dtype,
+        head_num=fmt.num_kv_heads,
+        head_dim=fmt.head_dim,
+        layer_num=self.layer_info.num_effective_layers,
+        device=self.device,
+        enable_memory_saver=get_exec().features.enable_memory_saver,
+        num_slots=req_to_token_pool.req_to_token.shape[0],
+        start_layer=self.layer_info.start_layer,
+        end_layer=self.layer_info.end_layer,
+    )
+
+
+# ---- attention backend ------------------------------------------------------------------------------------------------
+def _build_backend(original, *args, model_runner, resolved, **kwargs):
+    cfg = get_config(model_runner.server_args)
+    if cfg is None or model_runner.is_draft_worker:
+        return original(*args, model_runner=model_runner, resolved=resolved, **kwargs)
+    from sgl_spec.backend import QuantSpecAttnBackend
+
+    return QuantSpecAttnBackend(model_runner, resolved.decode, cfg)
+
+
+def _create_quantspec_backend(runner):
+    cfg = get_config(runner.server_args)
+    if cfg is None:
+        raise ValueError(f"the {BACKEND_NAME} attention backend needs quantspec's KV pool: start SGLang with "
+                         f"--attention-backend {BACKEND_NAME} or --speculative-algorithm {ALGO_NAME}")
+    from sgl_spec.backend import QuantSpecAttnBackend
+
+    return QuantSpecAttnBackend(runner, runner.server_args.attention_backend, cfg)
+
+
+def _register_attention_backend() -> None:
+    from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS, register_attention_backend
+    from sglang.srt.server_args import ATTENTION_BACKEND_CHOICES, add_attention_backend_choices
+
+    if BACKEND_NAME not in ATTENTION_BACKENDS:
+        register_attention_backend(BACKEND_NAME)(_create_quantspec_backend)
+    if BACKEND_NAME not in ATTENTION_BACKEND_CHOICES:
+        add_attention_backend_choices([BACKEND_NAME])
+
+
+# ---- speculative algorithm --------------------------------------------------------------------------------------------
+def _register_spec_algorithm() -> None:
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_registry import CustomSpecAlgo, get_spec
+
+    if get_spec(ALGO_NAME) is not None:
+        return
+
+    class QuantSpecAlgo(CustomSpecAlgo):
+        """Methods the scheduler calls on SpeculativeAlgorithm that CustomSpecAlgo (0.5.17) lacks, + our args hook."""
+
+        def carries_draft_hidden_states(self) -> bool:
+            return False  # the draft is the target model itself: no hidden states travel between the two
+
+        def need_topk(self) -> bool:
+            return False  # one draft chain, no EAGLE tree
+
+        def create_future_map(self, device, req_to_token_pool, needs_cpu_seq_lens=True,
+                              needs_confidence_relay=False):
+            from sglang.srt.managers.overlap_utils import FutureMap
+
+            return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+        def handle_server_args(self, server_args) -> None:
+            configure(server_args)
+
+    def worker_factory(server_args):
+        from sgl_spec.worker import QuantSpecWorker
+
+        return QuantSpecWorker
+
+    SpeculativeAlgorithm.register(
+        ALGO_NAME, supports_overlap=False, spec_class=QuantSpecAlgo, validate_server_args=configure
+    )(worker_factory)

@@ -1,0 +1,76 @@
+"""EXTEND (prefill) attention under quantspec's view, in pure torch (CPU and GPU).
+
+The view (docs/CONTRACTS.md): a query at position ``p`` reads the INT8 view of every logical page ``j < p // P`` and
+its own page's keys ``(p // P) * P … p`` in full precision. For one request whose new tokens are positions
+``start … start+n-1`` that means: the INT8 view of pages ``0 … (start+n-1)//P - 1`` (cached radix-prefix pages, pages
+of earlier chunks, and pages completed by this very forward, which the backend quantizes first), plus full-precision
+keys of the new tokens and of the part of ``start``'s page computed earlier (``prev_k``, read from the hot ring).
+
+Everything is fp32 (like the kernels' accumulators and the ``*_ref`` twins), so the EXTEND path and the DECODE /
+TARGET_VERIFY kernels compute the same function; that is what makes chunked prefill, prefix hits, decode and
+speculation agree token for token. Queries are processed in chunks so the logits stay within a memory budget.
+"""
+from __future__ import annotations
+
+import torch
+
+from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
+
+_LOGIT_BUDGET = 1 << 24  # fp32 logits elements per query chunk (64 MiB)
+
+
+def dequant_pages(store, page_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """INT8 view of physical pages ``page_ids`` [n] -> K, V fp32 ``[Hkv, n*P, D]`` in logical order."""
+    ids = page_ids.long()
+    k = dequant_keys_ref(store.k_upper[ids], store.k_lower[ids], store.k_scale[ids], store.k_zero[ids], False)
+    v = dequant_values_ref(store.v_upper[ids], store.v_lower[ids], store.v_scale[ids], store.v_zero[ids], False)
+    n, H, P, D = k.shape
+    return k.permute(1, 0, 2, 3).reshape(H, n * P, D), v.permute(1, 0, 2, 3).reshape(H, n * P, D)
+
+
+def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_scale: float, out=None):
+    """Attention of one request's new tokens.
+
+    q [n, Hq, D] at positions ``start … start+n-1``; k, v [n, Hkv, D] their keys/values (model dtype); prev_k, prev_v
+    [start % P, Hkv, D]: full-precision K/V of positions ``(start//P)*P … start-1``; store: the layer's PageStore;
+    page_ids: physical page id of logical page j at [j], at least ``(start+n-1)//P`` entries (those pages must already
+    be quantized). ``start`` and ``n`` are host ints (the EXTEND path is host-driven). Returns out [n, Hq, D].
+    """
+    n, Hq, D = q.shape
+    Hkv, P = store.k_upper.shape[1], store.k_upper.shape[2]
+    G = Hq // Hkv
+    if out is None:
+        out = torch.empty_like(q)
+    if n == 0:
+        return out
+    end = start + n
+    base = (start // P) * P
+    assert prev_k.shape[0] == start - base, "prev_k must hold the earlier part of start's page"
+    n8 = (end - 1) // P  # INT8 pages the last query needs
+    k8, v8 = dequant_pages(store, page_ids[:n8]) if n8 > 0 else (q.new_zeros((Hkv, 0, D), dtype=torch.float32),) * 2
+    kf = torch.cat([prev_k, k]).float().permute(1, 0, 2)  # [Hkv, end-base, D], positions base … end-1
+    vf = torch.cat([prev_v, v]).float().permute(1, 0, 2)
+
+    # Query chunks of whole pages: a chunk's full-precision keys are its own pages only.
+    rows_per_chunk = max(1, _LOGIT_BUDGET // max(1, Hq * (n8 * P + 2 * P)))
+    pages_per_chunk = max(1, rows_per_chunk // P)
+    qf = q.float()
+    p0 = start
+    while p0 < end:
+        p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
+        pos = torch.arange(p0, p1, device=q.device)
+        qc = qf[p0 - start:p1 - start].view(-1, Hkv, G, D).permute(1, 0, 2, 3)  # [Hkv, C, G, D]
+        j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
+        f0 = (p0 // P) * P  # first full-precision key position this chunk can see
+        keys = torch.cat([k8[:, : j_hi * P], kf[:, f0 - base:p1 - base]], dim=1)  # [Hkv, T, D]
+        vals = torch.cat([v8[:, : j_hi * P], vf[:, f0 - base:p1 - base]], dim=1)
+        t8 = torch.arange(j_hi * P, device=q.device)
+        tf = torch.arange(f0, p1, device=q.device)
+        own = (pos // P)[:, None]
+        mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
+        logits = torch.einsum("hcgd,htd->hcgt", qc, keys) * sm_scale
+        logits = logits.masked_fill(~mask[None, :, None, :], float("-inf"))  # own token always visible: no NaN
+        o = torch.einsum("hcgt,htd->hcgd", torch.softmax(logits, dim=-1), vals)
+        out[p0 - start:p1 - start] = o.permute(1, 0, 2, 3).reshape(-1, Hq, D).to(out.dtype)
+        p0 = p1
+    return out

@@ -1,0 +1,77 @@
+"""quantspec's KV pool (sgl_spec/pool.py): shapes, page ids, real bytes per token, and the SGLang features it refuses."""
+import pytest
+import torch
+
+from sgl_spec.config import HOT_RING_PAGES
+from sgl_spec.kvformat import KVFormat
+from sgl_spec.pool import QuantSpecKVPool, cell_size_bytes, ring_bytes, score_bytes
+
+
+def make_pool(size=4 * 64, P=64, H=2, D=128, layers=3, slots=5, dtype=torch.bfloat16, start_layer=0):
+    return QuantSpecKVPool(size, page_size=P, dtype=dtype, head_num=H, head_dim=D, layer_num=layers, device="cpu",
+                           enable_memory_saver=False, num_slots=slots, start_layer=start_layer,
+                           end_layer=start_layer + layers - 1)
+
+
+def test_shapes_and_page_ids():
+    P, size = 64, 4 * 64
+    pool = make_pool(size=size, P=P)
+    # SGLang slots run 0 … size+P-1 (page 0 = the padding slots); page id = slot // P
+    assert pool.num_pages == size // P + 1 == (size + P - 1) // P + 1
+    for layer in range(3):
+        s = pool.page_store(layer)
+        assert s.k_upper.shape == s.k_lower.shape == s.v_upper.shape == (pool.num_pages, 2, P, 64)
+        assert s.k_scale.shape == (pool.num_pages, 2, 128) and s.v_scale.shape == (pool.num_pages, 2, P)
+        hk, hv = pool.hot(layer)
+        assert hk.shape == hv.shape == (5, HOT_RING_PAGES, P, 2, 128) and hk.dtype == torch.bfloat16
+    assert pool.page_store(1) is not pool.page_store(2)
+
+
+def test_layer_ids_are_global_under_pipeline_parallelism():
+    pool = make_pool(layers=2, start_layer=4)
+    assert pool.page_store(4) is pool.pages[0] and pool.page_store(5) is pool.pages[1]
+    assert pool.hot(5)[0] is pool.hot_k[1]
+
+
+@pytest.mark.parametrize("P,D", [(32, 64), (64, 128), (128, 128)])
+def test_bytes_per_token_are_the_real_ones(P, D):
+    H, layers, size = 2, 3, 8 * P
+    pool = make_pool(size=size, P=P, H=H, D=D, layers=layers)
+    k, v = pool.page_bytes()
+    per_token = (k + v) / (pool.num_pages * P)
+    fmt = KVFormat(P, H, D)
+    assert per_token == pytest.approx(fmt.bytes_per_token_per_layer() * layers)
+    # cell size (what SGLang divides its budget by) rounds the real cost up, never down
+    assert 0 <= cell_size_bytes(fmt, layers) - per_token < 1
+    # ≈ 8.4 bits per element instead of 16: about 1.9x the tokens of a bf16 pool in the same memory
+    bf16 = 2 * H * D * layers * 2
+    assert 1.8 < bf16 / per_token < 2.0
+    kb, vb = pool.get_kv_size_bytes()
+    ring = ring_bytes(fmt, layers, 5, torch.bfloat16)
+    assert kb + vb == k + v + ring
+    assert pool.mem_usage == pytest.approx((k + v + ring) / 2**30)
+
+
+def test_fixed_overheads():
+    fmt = KVFormat(64, 8, 128)
+    # 2 (K,V) x slots x R x P x H x D x 2 bytes x layers
+    assert ring_bytes(fmt, 32, 65, torch.bfloat16) == 2 * 65 * 2 * 64 * 8 * 128 * 2 * 32
+    assert score_bytes(fmt, 32, 65, 4096) == 4 * 32 * 65 * 8 * 64
+
+
+def test_pool_size_must_be_page_aligned():
+    with pytest.raises(ValueError, match="multiple of the page size"):
+        make_pool(size=100)
+
+
+@pytest.mark.parametrize("call,feature", [
+    (lambda p: p.get_key_buffer(0), "reading K"),
+    (lambda p: p.get_kv_buffer(0), "reading K/V"),
+    (lambda p: p.set_kv_buffer(None, torch.zeros(1), torch.zeros(1), torch.zeros(1)), "writing K/V"),
+    (lambda p: p.move_kv_cache(torch.zeros(1), torch.zeros(1)), "moving KV slots"),
+    (lambda p: p.get_cpu_copy(torch.zeros(1)), "offloading"),
+    (lambda p: p.get_contiguous_buf_infos(), "disaggregation"),
+])
+def test_token_row_features_fail_clearly(call, feature):
+    with pytest.raises(NotImplementedError, match=feature):
+        call(make_pool())
