@@ -7,7 +7,7 @@ Per forward and layer (docs/CONTRACTS.md, "The attention view" and "Backend ⇄ 
   from the new K/V (prefill) or from the ring (a page whose first tokens came from an earlier forward);
 * attend: EXTEND - pure torch (prefill_ref.py); DECODE - ``ops.verify_attention`` with NQ = 1; TARGET_VERIFY -
   ``ops.verify_attention`` with NQ = γ+1 (+ per-layer page scores for the next sparse draft); DECODE inside
-  ``drafting(...)`` - ``ops.draft_decode`` over the draft page list (upper plane only) + hot tokens, no quantization.
+  ``draft_mode(...)`` - ``ops.draft_decode`` over the draft page list (upper plane only) + hot tokens, no quantization.
 
 Everything is derived from the forward batch (req_pool_indices, positions, seq_lens / extend lens, req_to_token);
 the page table is ``req_to_token[r, ::P] // P``. DECODE / TARGET_VERIFY metadata is built with device ops of static
@@ -69,7 +69,7 @@ class _Extend:  # EXTEND / MIXED: host-driven
 
 
 @dataclass
-class _Draft:  # set by the worker through drafting()
+class _Draft:  # set by the worker through draft_mode()
     hot_start: torch.Tensor  # [B] int32, page aligned
     page_ids: Optional[torch.Tensor]  # [L, B, KCAP] int32 physical ids, or None = dense
     num_pages: Optional[torch.Tensor]  # [L, B] int32
@@ -102,12 +102,12 @@ class QuantSpecAttnBackend(_attention_backend_base()):
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
-    def drafting(self, window_start: torch.Tensor, page_ids=None, num_pages=None):
+    def draft_mode(self, window_start: torch.Tensor, page_ids=None, num_pages=None):
         """DECODE forwards inside this block are draft passes. window_start [B]: each request's first position of
         the current round (its committed length); the draft reads the ring from ``(window_start//P)*P`` on and the
         upper plane of ``page_ids[l, b, :num_pages[l, b]]`` (default: every page before that, dense)."""
         if (page_ids is None) != (num_pages is None):
-            raise ValueError("drafting(): give both page_ids and num_pages, or neither (dense)")
+            raise ValueError("draft_mode(): give both page_ids and num_pages, or neither (dense)")
         prev = self._draft
         hot_start = (torch.div(window_start, self.P, rounding_mode="floor") * self.P).to(torch.int32)
         self._draft = _Draft(hot_start, page_ids, num_pages)
@@ -149,7 +149,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             raise NotImplementedError(f"quantspec attention does not handle forward mode {mode.name}")
 
     # ---- metadata ---------------------------------------------------------------------------------------------------
-    def _page_table(self, req_pool_indices):
+    def page_table(self, req_pool_indices):
+        """[B, MAXP] int32 physical page id of every logical page (entries past a request's pages are garbage)."""
         rtt = self.req_to_token_pool.req_to_token
         return torch.div(rtt[:, :: self.P][req_pool_indices.long()], self.P, rounding_mode="floor").to(torch.int32)
 
@@ -159,7 +160,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         nq = fb.positions.shape[0] // max(B, 1)
         pos = fb.positions.long().view(B, nq)
         slots = fb.req_pool_indices.long()
-        page_table = self._page_table(slots)
+        page_table = self.page_table(slots)
         q_start = pos[:, 0]
         # The window q_start … q_start+nq-1 (nq <= P) completes at most page q_start//P.
         j = torch.div(q_start, P, rounding_mode="floor")
@@ -186,7 +187,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         B, T = len(lens), sum(lens)
         dev = fb.req_pool_indices.device
         slots = fb.req_pool_indices.long()
-        page_table = self._page_table(slots)
+        page_table = self.page_table(slots)
         row0, rows, q_b, q_j, straddle = [], [], [], [], []
         r = 0
         for b in range(B):

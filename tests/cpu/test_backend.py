@@ -206,9 +206,9 @@ def test_drafting_reads_the_upper_plane_and_never_quantizes(sparse):
         cnt = torch.tensor([[len(p)] for p in pick], dtype=torch.int32)
         for li, p in enumerate(pick):
             ids[li, 0, :len(p)] = torch.tensor([page_of[j] for j in p], dtype=torch.int32)
-        ctx = sim.backend.drafting(ws, ids, cnt)
+        ctx = sim.backend.draft_mode(ws, ids, cnt)
     else:
-        ctx = sim.backend.drafting(ws)
+        ctx = sim.backend.draft_mode(ws)
     with ctx:
         assert sim.backend.is_drafting
         for t in range(3):
