@@ -78,6 +78,24 @@ def _draft_mode(attn_backend):
     return enter() if callable(enter) else contextlib.nullcontext()
 
 
+class _SelfDraft:
+    """What SGLang's generic code expects at ``spec_worker.draft_worker`` (graph/weight accounting, and
+    ``draft_worker.draft_runner.token_to_kv_pool`` for disaggregation/HiCache). The target model drafts itself through
+    the target's own KV pool, so there is no separate runner, pool, graph or weight to report."""
+
+    draft_runner = type("NoDraftRunner", (), {"token_to_kv_pool": None})()
+    draft_runners: list = []
+    graph_memory_usage: dict = {}
+    graph_time_usage: dict = {}
+    weight_load_time = 0.0
+
+    def init_attention_backends(self):
+        pass
+
+    def init_cuda_graphs(self):
+        pass
+
+
 class QuantSpecWorker(BaseSpecWorker):
     def __init__(self, server_args, gpu_id: int, ps, nccl_port: int, target_worker):
         super().__init__()
@@ -100,24 +118,28 @@ class QuantSpecWorker(BaseSpecWorker):
             raise ValueError("quantspec runs with the non-overlap scheduler (disable_overlap_schedule=True)")
         self.req_to_token_pool = None
         self.token_to_kv_pool_allocator = None
+        self._self_draft = _SelfDraft()
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
     def draft_worker(self):
-        return None  # the target model drafts itself; there is no second model
+        return self._self_draft
 
     def alloc_memory_pool(self, memory_pool_config=None, req_to_token_pool=None, token_to_kv_pool_allocator=None):
         self.req_to_token_pool = req_to_token_pool
         self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
 
+    # Weight updates: the scheduler updates the target worker itself and then calls these on the "draft" worker.
+    # Our draft *is* the target, so disk/IPC updates have nothing left to do; tensor updates are routed here
+    # instead of to the target (scheduler: `draft_worker or tp_worker`), so forward them.
     def update_weights_from_tensor(self, recv_req):
         return self.target_worker.update_weights_from_tensor(recv_req)
 
     def update_weights_from_disk(self, recv_req):
-        return self.target_worker.update_weights_from_disk(recv_req)
+        return True, "quantspec drafts with the target model; nothing else to update"
 
     def update_weights_from_ipc(self, recv_req):
-        return self.target_worker.update_weights_from_ipc(recv_req)
+        return True, "quantspec drafts with the target model; nothing else to update"
 
     # ---- one scheduler step ----------------------------------------------------------------------------------------
     def forward_batch_generation(self, batch, on_publish=None, **_unused) -> GenerationBatchResult:
