@@ -68,6 +68,8 @@ def server_env(extra_env=None, verify_attention=False) -> dict:
         env["SGL_CPU_TEST_VERIFY_ATTENTION"] = "1"
     env["SGLANG_USE_CPU_ENGINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIMS_DIR), env.get("PYTHONPATH")) if p)
+    # As if the venv were activated: SGLang's JIT builds look for `ninja` on PATH.
+    env["PATH"] = os.pathsep.join((os.path.dirname(sys.executable), env.get("PATH", "")))
     # The pytest process may run Triton kernels under the interpreter; the server must not inherit that choice.
     env.pop("TRITON_INTERPRET", None)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
