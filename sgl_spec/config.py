@@ -236,6 +236,10 @@ def _check_draft_options(opts: dict) -> None:
 
 def _configure_runtime(server_args) -> None:
     """Settings that hold in both modes."""
+    if server_args.device == "cpu":
+        # The model's attention is ours whatever this says, but SGLang picks host-side helpers from it, and on CPU
+        # only "torch_native" keeps them off Triton (e.g. get_last_loc with intel_amx), which has no CPU driver.
+        _declare(server_args, attention_backend="torch_native")
     if server_args.max_running_requests is None:
         server_args.max_running_requests = DEFAULT_MAX_RUNNING_REQUESTS
         logger.info("quantspec: --max-running-requests defaults to %d (each request slot owns a full-precision "

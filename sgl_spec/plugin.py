@@ -20,6 +20,8 @@ attention (sgl_spec/backend.py)
   * ``attention_backend_setup._build_resolved_backend`` (AROUND): ``QuantSpecAttnBackend`` for the target model;
     SGLang's resolved backend name stays in ``server_args`` for its host-side helpers. ``quantspec`` is also in
     SGLang's attention-backend registry.
+CPU (sgl_spec/patches/cpu_paged_allocator.py)
+  * ``KVCacheConfigurator._build_token_to_kv_pool_allocator`` (AROUND): page-aligned slot allocation without Triton.
 speculative algorithm
   * ``SpeculativeAlgorithm.register("QUANTSPEC", ...)``: worker ``sgl_spec.worker.QuantSpecWorker`` (imported lazily).
 """
@@ -63,6 +65,9 @@ def register() -> None:
     ]
     for target, fn, kind in hooks:
         HookRegistry.register(target, fn, kind)
+    from sgl_spec.patches import cpu_paged_allocator
+
+    cpu_paged_allocator.apply()
     _register_spec_algorithm()
     _register_attention_backend()
 

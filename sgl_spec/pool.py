@@ -108,8 +108,8 @@ class QuantSpecKVPool(_kv_cache_base()):
         dense = 2 * self.head_num * self.head_dim * self.layer_num * torch.empty((), dtype=self.dtype).element_size()
         self.mem_usage = (k + v + ring) / (1 << 30)
         logger.info(
-            "quantspec KV cache allocated: #tokens %d, pages %.3f GB (%.1f bytes/token = %.2f bits/element; "
-            "%s would need %d bytes/token, %.2fx fewer tokens), hot rings %.3f GB for %d request slots",
+            "quantspec KV cache allocated: #tokens %d, pages %.3f GB (%.1f bytes/token = %.2f bits/element; a "
+            "%s cache needs %d bytes/token: %.2fx as many tokens fit), hot rings %.3f GB for %d request slots",
             num_tokens, (k + v) / (1 << 30), per_tok, 8 * per_tok / (2 * self.head_num * self.head_dim * self.layer_num),
             self.dtype, dense, dense / per_tok, ring / (1 << 30), self.num_slots,
         )

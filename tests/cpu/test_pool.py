@@ -75,3 +75,62 @@ def test_pool_size_must_be_page_aligned():
 def test_token_row_features_fail_clearly(call, feature):
     with pytest.raises(NotImplementedError, match=feature):
         call(make_pool())
+
+
+# ---- patches/cpu_paged_allocator.py: SGLang's page allocator without Triton ------------------------------------------
+def _reference_extend(prefix, seq, last, free, P):
+    """What SGLang's alloc_extend_kernel computes: each request in order first fills its partial last page, then
+    takes free pages in free-list order (position -> page*P + pos % P)."""
+    out, used = [], 0
+    for p, s, lst in zip(prefix.tolist(), seq.tolist(), last.tolist()):
+        n1 = min(s, -(-p // P) * P) - p
+        out += [lst + 1 + i for i in range(n1)]
+        for pos in range(p + n1, s, P):
+            out += [int(free[used]) * P + i for i in range(min(P, s - pos))]
+            used += 1
+    return out, used
+
+
+def test_cpu_allocator_follows_sglangs_allocation_rule():
+    from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+
+    from sgl_spec.patches.cpu_paged_allocator import _allocator_classes
+
+    base, cls = _allocator_classes()
+    assert base is PagedTokenToKVPoolAllocator and issubclass(cls, base) and _allocator_classes()[1] is cls
+    P, num_pages = 8, 40
+    alloc = cls(num_pages * P, P, torch.float32, "cpu", None, False)
+    alloc.free_pages = torch.randperm(num_pages, generator=torch.Generator().manual_seed(0)) + 1
+    free0 = alloc.free_pages.clone()
+    prefix = torch.tensor([0, 5, 8, 13, 16])
+    seq = torch.tensor([3, 21, 24, 14, 16 + 9])
+    # the last slot of each prefix sits in a page the request owns: (last_loc + 1) % P == prefix % P
+    last = torch.where(prefix > 0, (200 + torch.arange(5)) * P + (prefix - 1) % P, torch.full_like(prefix, -1))
+    out = alloc.alloc_extend(prefix, prefix, seq, seq, last, int((seq - prefix).sum()))
+    want, used = _reference_extend(prefix, seq, last, free0, P)
+    assert out.tolist() == want and torch.equal(alloc.free_pages, free0[used:])
+    # decode: a request whose new token opens a page ((seq_len - 1) % P == 0) takes the next free page, in order
+    free1 = alloc.free_pages.clone()
+    seq = torch.tensor([9, 10, 17, 1 + 2 * P, 12])
+    last = (300 + torch.arange(5)) * P + (seq - 2) % P
+    out = alloc.alloc_decode(seq, seq, last)
+    assert out.tolist() == [int(free1[0]) * P, int(last[1]) + 1, int(free1[1]) * P, int(free1[2]) * P,
+                            int(last[4]) + 1]
+    assert torch.equal(alloc.free_pages, free1[3:])
+    # out of pages: refused, free list untouched
+    alloc.free_pages = alloc.free_pages[:1]
+    assert alloc.alloc_decode(torch.tensor([9, 17]), torch.tensor([9, 17]), torch.tensor([7, 15])) is None
+    assert alloc.alloc_extend(torch.tensor([0]), torch.tensor([0]), torch.tensor([2 * P]), torch.tensor([2 * P]),
+                              torch.tensor([-1]), 2 * P) is None
+    assert len(alloc.free_pages) == 1
+
+
+def test_cpu_allocator_patch_is_idempotent():
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    from sgl_spec.patches import cpu_paged_allocator as patch
+
+    patch.apply()
+    patch.apply()
+    hooks = [h for _, h, _ in HookRegistry._hooks[patch.TARGET] if h is patch._around]
+    assert len(hooks) == 1

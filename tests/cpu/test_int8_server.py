@@ -1,0 +1,197 @@
+"""quantspec's non-speculative INT8 mode (``--attention-backend quantspec``) in a real SGLang server on CPU.
+
+The oracle is teacher forcing with the attention view of docs/CONTRACTS.md, computed independently of sgl_spec's
+backend: Hugging Face's Llama with a custom attention function that quantizes every complete page of the (post-rope)
+keys/values with the reference quantizer and lets query ``p`` read pages ``j < p // P`` through the INT8 view and its
+own page in full precision. Greedy decoding in the server must reproduce the oracle's argmax token for token, and the
+server re-scoring its own output in one EXTEND (its prefill path) must agree with its decode path.
+"""
+import json
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from harness import launch_server, run_server_expect_failure, server_env
+
+pytestmark = pytest.mark.server
+
+P = 64  # quantspec's default page size
+SERVER_ARGS = ["--dtype", "float32", "--attention-backend", "quantspec", "--chunked-prefill-size", "64"]
+
+
+def prompt(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(1, 8000, (n,), generator=g).tolist()
+
+
+# ---- oracle --------------------------------------------------------------------------------------------------------
+def view_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """query [1, Hq, T, D], key/value [1, Hkv, T, D] of the whole sequence -> [1, T, Hq, D] under the INT8 view."""
+    from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
+
+    _, Hq, T, D = query.shape
+    Hkv = key.shape[1]
+    k, v = key[0].float(), value[0].float()  # [Hkv, T, D]
+    n = T // P  # complete pages
+    k8, v8 = k.clone(), v.clone()  # positions of the incomplete last page are never read through the INT8 view
+    if n:
+        pages = quantize_pages_ref(k[:, : n * P].reshape(Hkv, n, P, D).transpose(0, 1),
+                                   v[:, : n * P].reshape(Hkv, n, P, D).transpose(0, 1))
+        dk = dequant_keys_ref(pages["k_upper"], pages["k_lower"], pages["k_scale"], pages["k_zero"], False)
+        dv = dequant_values_ref(pages["v_upper"], pages["v_lower"], pages["v_scale"], pages["v_zero"], False)
+        k8[:, : n * P] = dk.transpose(0, 1).reshape(Hkv, n * P, D)
+        v8[:, : n * P] = dv.transpose(0, 1).reshape(Hkv, n * P, D)
+    pos = torch.arange(T)
+    int8 = (pos[None, :] // P) < (pos[:, None] // P)  # [query, key]: an earlier page
+    full = ((pos[None, :] // P) == (pos[:, None] // P)) & (pos[None, :] <= pos[:, None])  # own page, causal
+    G = Hq // Hkv
+    q = query[0].float().view(Hkv, G, T, D)
+    logits = torch.where(int8, torch.einsum("hgqd,hkd->hgqk", q, k8), torch.einsum("hgqd,hkd->hgqk", q, k)) * scaling
+    logits = logits.masked_fill(~(int8 | full), float("-inf"))
+    p = torch.softmax(logits, dim=-1)
+    out = torch.where(int8, p, 0.0) @ v8[:, None] + torch.where(full, p, 0.0) @ v[:, None]  # [Hkv, G, T, D]
+    return out.reshape(Hq, T, D).transpose(0, 1)[None].to(query.dtype), None
+
+
+@pytest.fixture(scope="module")
+def oracle(tiny_llama_fp32):
+    from transformers import AttentionInterface, LlamaForCausalLM
+
+    AttentionInterface.register("quantspec_view", view_attention)
+    model = LlamaForCausalLM.from_pretrained(tiny_llama_fp32, dtype=torch.float32, attn_implementation="quantspec_view")
+    model.eval()
+
+    def logits(ids):
+        with torch.no_grad():
+            return model(torch.tensor([ids])).logits[0]
+
+    return logits
+
+
+@pytest.fixture(scope="module")
+def server(tiny_llama_fp32):
+    with launch_server(tiny_llama_fp32, SERVER_ARGS) as srv:
+        yield srv
+
+
+def assert_matches_oracle(oracle, ids, r):
+    """Greedy tokens equal the oracle's argmax, and their logprobs agree to 1e-4: both are fp32 (observed gap ~2e-6),
+    while plain attention instead of the view moves these logprobs by ~1e-2 on this model (greedy tokens alone
+    would not notice: its logits are too well separated)."""
+    out = r["output_ids"]
+    logits = oracle(ids + out[:-1])[len(ids) - 1:]
+    want = logits.argmax(-1).tolist()
+    bad = [i for i, (a, b) in enumerate(zip(out, want)) if a != b]
+    assert not bad, f"first mismatch at output {bad[0]}: server {out[bad[0]]}, oracle {want[bad[0]]}"
+    got = torch.tensor([x[0] for x in r["meta_info"]["output_token_logprobs"]])
+    ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(out)[:, None])[:, 0]
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=0)
+
+
+# ---- tests ---------------------------------------------------------------------------------------------------------
+def test_view_oracle_is_not_plain_attention(oracle, tiny_llama_fp32):
+    """Sanity: the oracle really quantizes (else the comparisons below would not test the view)."""
+    from transformers import LlamaForCausalLM
+
+    plain = LlamaForCausalLM.from_pretrained(tiny_llama_fp32, dtype=torch.float32, attn_implementation="eager")
+    ids = prompt(150, seed=9)
+    with torch.no_grad():
+        ref = plain(torch.tensor([ids])).logits[0]
+    got = oracle(ids)
+    torch.testing.assert_close(got[:P], ref[:P], atol=1e-4, rtol=0)  # first page: no INT8 page is read
+    assert (got[P:] - ref[P:]).abs().max() > 1e-2  # later pages read INT8 pages
+
+
+def test_batched_greedy_equals_teacher_forcing_oracle(server, oracle):
+    # prompts end before / on / after page boundaries; 48 new tokens complete pages during decoding
+    prompts = [prompt(n, seed=n) for n in (5, 50, 64, 120, 150)]
+    with ThreadPoolExecutor(len(prompts)) as ex:  # concurrent requests decode in one batch
+        outs = list(ex.map(lambda ids: server.generate(input_ids=ids, max_new_tokens=48, return_logprob=True),
+                           prompts))
+    for ids, out in zip(prompts, outs):
+        assert len(out["output_ids"]) == 48
+        assert_matches_oracle(oracle, ids, out)
+
+
+def test_decode_path_equals_the_servers_own_prefill_rescoring(server):
+    ids = prompt(150, seed=1)
+    out = server.generate(input_ids=ids, max_new_tokens=40)["output_ids"]
+    server.flush_cache()  # re-score cold, in one EXTEND (chunked by 64)
+    r = server.generate(input_ids=ids + out[:-1], max_new_tokens=1, return_logprob=True, logprob_start_len=0,
+                        top_logprobs_num=1)
+    top = [x[0][1] for x in r["meta_info"]["input_top_logprobs"][len(ids):]]
+    assert top == out[:-1]
+    assert r["output_ids"] == out[-1:]
+
+
+def test_radix_prefix_hit_reuses_quantized_pages(server, oracle):
+    server.flush_cache()
+    ids = prompt(150, seed=2)
+    cold = server.generate(input_ids=ids, max_new_tokens=32)
+    hot = server.generate(input_ids=ids, max_new_tokens=32)
+    assert cold["meta_info"]["cached_tokens"] == 0
+    assert hot["meta_info"]["cached_tokens"] == 2 * P  # the complete pages of the prompt
+    assert hot["output_ids"] == cold["output_ids"]
+    # a different request sharing the first 130 tokens: hits 2 pages, recomputes the rest
+    other = ids[:130] + prompt(30, seed=3)
+    r = server.generate(input_ids=other, max_new_tokens=32, return_logprob=True)
+    assert r["meta_info"]["cached_tokens"] == 2 * P
+    assert_matches_oracle(oracle, other, r)
+
+
+BAD_FLAGS = {
+    "--attention-backend quantspec --page-size 16": "quantspec needs --page-size 32, 64 or 128",
+    "--speculative-algorithm QUANTSPEC --speculative-num-steps 64": "--speculative-num-steps (γ) in 1..63",
+    "--spec-algo quantspec --speculative-num-draft-tokens 3": "set --speculative-num-draft-tokens 5",
+    "--spec-algo quantspec --speculative-eagle-topk 4": "set --speculative-eagle-topk 1",
+    "--quantspec-min-pages 3": "--quantspec-min-pages only applies with --speculative-algorithm QUANTSPEC",
+    "--attention-backend quantspec --enable-hierarchical-cache": "does not support --enable-hierarchical-cache",
+    "--spec-algo quantspec --quantspec-topk-ratio 1.5": "--quantspec-topk-ratio must be in (0, 1]",
+    "--attention-backend quantspec --decode-attention-backend quantspec": "instead of --decode-attention-backend",
+}
+
+
+def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
+    """ServerArgs parsing (with the plugin loaded, as launch_server does) in one subprocess for all cases."""
+    swa = tmp_path / "swa"
+    from transformers import MistralConfig
+
+    MistralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, vocab_size=8192, sliding_window=128,
+                  architectures=["MistralForCausalLM"]).save_pretrained(swa)
+    cases = {k: [tiny_llama_fp32, *k.split()] for k in BAD_FLAGS}
+    cases["sliding window model"] = [str(swa), "--attention-backend", "quantspec"]
+    script = textwrap.dedent("""
+        import json, sys
+        from sglang.srt.plugins import load_plugins
+        load_plugins()
+        from sglang.srt.server_args import prepare_server_args
+        res = {}
+        for name, (model, *flags) in json.loads(sys.argv[1]).items():
+            try:
+                prepare_server_args(["--model-path", model, "--device", "cpu", *flags])
+                res[name] = None
+            except Exception as e:
+                res[name] = f"{type(e).__name__}: {e}"
+        print("RESULT " + json.dumps(res))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps({k: [str(x) for x in v] for k, v in cases.items()})],
+                          env=server_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
+    res = json.loads(line[0][len("RESULT "):])
+    want = dict(BAD_FLAGS, **{"sliding window model": "uses sliding-window or hybrid attention layers"})
+    for name, text in want.items():
+        msg = res[name]
+        assert msg is not None, f"{name}: accepted"
+        assert msg.startswith("ValueError: ") and text in msg and "\n" not in msg, f"{name}: {msg}"
+
+
+def test_bad_flag_stops_the_real_server_at_startup(tiny_llama_fp32):
+    rc, tail = run_server_expect_failure(tiny_llama_fp32, ["--attention-backend", "quantspec", "--page-size", "16"])
+    assert rc != 0
+    assert "ValueError: quantspec needs --page-size 32, 64 or 128 (its quantization group), got --page-size 16" in tail
