@@ -109,12 +109,10 @@ def _after_speculative(result, server_args, *args, **kwargs):
 
 # ---- KV pool ----------------------------------------------------------------------------------------------------------
 def _format(kvc):
-    from sglang.srt.runtime_context import get_parallel
-
     from sgl_spec.kvformat import KVFormat
 
     cfg = get_config(kvc.server_args)
-    heads = kvc.model_config.get_num_kv_heads(get_parallel().attn_tp_size)
+    heads = kvc.model_config.get_num_kv_heads(kvc.ps.attn_tp_size)
     return KVFormat(cfg.page_size, heads, kvc.model_config.head_dim)
 
 

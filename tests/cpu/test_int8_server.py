@@ -165,16 +165,25 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
                   architectures=["MistralForCausalLM"]).save_pretrained(swa)
     cases = {k: [tiny_llama_fp32, *k.split()] for k in BAD_FLAGS}
     cases["sliding window model"] = [str(swa), "--attention-backend", "quantspec"]
+    cases["good int8"] = [tiny_llama_fp32, "--attention-backend", "quantspec"]
+    cases["good spec"] = [tiny_llama_fp32, "--spec-algo", "quantspec", "--speculative-num-steps", "6",
+                          "--page-size", "32", "--quantspec-topk-ratio", "0.2"]
     script = textwrap.dedent("""
         import json, sys
         from sglang.srt.plugins import load_plugins
+        from sglang.srt.plugins.hook_registry import HookRegistry
         load_plugins()
+        from sgl_spec.plugin import register
+        register()  # a second registration must change nothing (else --spec-algo would be added twice)
+        HookRegistry.apply_hooks()
         from sglang.srt.server_args import prepare_server_args
         res = {}
         for name, (model, *flags) in json.loads(sys.argv[1]).items():
             try:
-                prepare_server_args(["--model-path", model, "--device", "cpu", *flags])
-                res[name] = None
+                sa = prepare_server_args(["--model-path", model, "--device", "cpu", *flags])
+                keys = ("page_size", "attention_backend", "disable_overlap_schedule", "speculative_algorithm",
+                        "speculative_num_draft_tokens", "speculative_eagle_topk", "max_running_requests")
+                res[name] = {"_quantspec": repr(sa._quantspec), **{k: getattr(sa, k) for k in keys}}
             except Exception as e:
                 res[name] = f"{type(e).__name__}: {e}"
         print("RESULT " + json.dumps(res))
@@ -187,8 +196,17 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     want = dict(BAD_FLAGS, **{"sliding window model": "uses sliding-window or hybrid attention layers"})
     for name, text in want.items():
         msg = res[name]
-        assert msg is not None, f"{name}: accepted"
+        assert isinstance(msg, str), f"{name}: accepted"
         assert msg.startswith("ValueError: ") and text in msg and "\n" not in msg, f"{name}: {msg}"
+    # and the good settings: page size default 64, SGLang's CPU host helpers on torch_native, 128 request slots
+    good = res["good int8"]
+    assert "speculative=False, page_size=64" in good["_quantspec"], good
+    assert (good["page_size"], good["attention_backend"], good["max_running_requests"]) == (64, "torch_native", 128)
+    assert good["speculative_algorithm"] is None and good["disable_overlap_schedule"] is False
+    spec = res["good spec"]
+    assert "speculative=True, page_size=32, num_draft_steps=6, topk_ratio=0.2" in spec["_quantspec"], spec
+    assert (spec["speculative_algorithm"], spec["speculative_num_draft_tokens"], spec["speculative_eagle_topk"],
+            spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
 
 
 def test_bad_flag_stops_the_real_server_at_startup(tiny_llama_fp32):
