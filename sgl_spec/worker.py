@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from typing import Optional
 
 import torch
@@ -30,7 +31,7 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
 
-from sgl_spec import sampling
+from sgl_spec import ops, sampling
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,11 @@ class QuantSpecDraftInput(SpecInput):
     """What the scheduler carries from one step to the next (``batch.spec_info``): the last emitted token of each
     request, which the next window starts from. Filtered/merged with the batch."""
 
-    def __init__(self, last_tokens: torch.Tensor, draft_token_num: int):
+    def __init__(self, last_tokens: torch.Tensor, has_pages: torch.Tensor, draft_token_num: int):
         super().__init__(SpecInputType.NGRAM_VERIFY)
         self.last_tokens = last_tokens
+        # Whether a verify has already chosen this request's sparse draft pages (False right after prefill).
+        self.has_pages = has_pages
         self.draft_token_num = draft_token_num
         self.num_tokens_per_req = draft_token_num
         self.num_tokens_for_logprob_per_req = draft_token_num
@@ -66,16 +69,69 @@ class QuantSpecDraftInput(SpecInput):
 
     def filter_batch(self, new_indices: torch.Tensor, new_indices_cpu=None):
         self.last_tokens = self.last_tokens[new_indices]
+        self.has_pages = self.has_pages[new_indices]
 
     def merge_batch(self, other: "QuantSpecDraftInput"):
         self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
+        self.has_pages = torch.cat([self.has_pages, other.has_pages])
 
 
-def _draft_mode(attn_backend):
-    """The backend's draft-mode context (see docs/CONTRACTS.md "Backend ⇄ worker"). A backend without one runs the
-    drafts through its target view: still lossless, only without the speedup."""
-    enter = getattr(attn_backend, "draft_mode", None)
-    return enter() if callable(enter) else contextlib.nullcontext()
+class _DraftPages:
+    """Sparse drafting: each request's per-layer top-k pages, chosen right after its verify from that verify's page
+    scores (``backend.page_scores`` is indexed by batch row and overwritten by the next verify) and kept per request
+    slot until its next round, so batch filtering/merging in between does not matter.
+
+    The selection for the next round uses ``num_eligible = new_seq_len // P`` (the pages before the next round's hot
+    page). The verify scored pages ``< q_start // P`` only; the one page the window itself completed (if any) has no
+    score and is always taken (score +inf): it is the most recent context, the one a draft needs most.
+    A request that has not been verified yet (first round after prefill) drafts with its sink pages and its most
+    recent pages, as many as the top-k budget allows."""
+
+    def __init__(self, backend):
+        cfg = backend.cfg
+        self.backend = backend
+        self.P = cfg.page_size
+        self.ratio, self.min_pages, self.sink_pages = cfg.topk_ratio, cfg.min_pages, cfg.sink_pages
+        L, slots, _, self.max_pages = backend.page_scores.shape
+        self.kcap = min(self.max_pages, max(cfg.min_pages, cfg.sink_pages, math.ceil(cfg.topk_ratio * self.max_pages)))
+        dev = backend.page_scores.device
+        self.ids = torch.zeros((L, slots, self.kcap), dtype=torch.int32, device=dev)
+        self.count = torch.zeros((L, slots), dtype=torch.int32, device=dev)
+
+    def for_round(self, req_pool_indices, window_start, has_pages):
+        """(page_ids [L, B, KCAP], num_pages [L, B]) for ``backend.draft_mode``."""
+        from sgl_spec.kernels.select_topk_pages_ref import page_counts
+
+        rpi = req_pool_indices.long()
+        n, sinks, k = page_counts(torch.div(window_start, self.P, rounding_mode="floor"), self.max_pages,
+                                  self.ratio, self.min_pages, self.sink_pages, self.kcap)
+        j = torch.arange(self.kcap, device=rpi.device)
+        logical = torch.where(j < sinks.unsqueeze(1), j, (n - k).unsqueeze(1) + j)  # sinks, then the newest pages
+        table = self.backend.page_table(rpi)
+        recent = table.gather(1, logical.clamp(0, table.shape[1] - 1))
+        recent = torch.where(j < k.unsqueeze(1), recent, torch.zeros_like(recent))
+        ids = torch.where(has_pages.view(1, -1, 1), self.ids[:, rpi], recent.unsqueeze(0))
+        count = torch.where(has_pages.view(1, -1), self.count[:, rpi], k.to(torch.int32).unsqueeze(0))
+        return ids.contiguous(), count.contiguous()
+
+    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
+        B = req_pool_indices.shape[0]
+        rpi = req_pool_indices.long()
+        scores = self.backend.page_scores[:, :B]
+        rows = torch.arange(B, device=rpi.device)
+        j = torch.div(window_start, self.P, rounding_mode="floor").long()
+        n_next = torch.div(new_seq_lens, self.P, rounding_mode="floor")
+        jj = j.clamp(max=self.max_pages - 1)
+        cur = scores[:, rows, :, jj]  # [B, L, Hkv] (advanced indices split by a slice come first)
+        scores[:, rows, :, jj] = torch.where((n_next > j).view(B, 1, 1), torch.full_like(cur, float("inf")), cur)
+        L = scores.shape[0]
+        ids, count = ops.select_topk_pages(
+            scores, n_next, self.backend.page_table(rpi), self.ratio, self.min_pages, self.sink_pages,
+            out_ids=torch.empty((L, B, self.kcap), dtype=torch.int32, device=rpi.device),
+            out_count=torch.empty((L, B), dtype=torch.int32, device=rpi.device),
+        )
+        self.ids[:, rpi] = ids
+        self.count[:, rpi] = count
 
 
 class _SelfDraft:
@@ -119,6 +175,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self.req_to_token_pool = None
         self.token_to_kv_pool_allocator = None
         self._self_draft = _SelfDraft()
+        self._pages: Optional[_DraftPages] = None  # built on the first decode (the backend exists by then)
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -160,23 +217,41 @@ class QuantSpecWorker(BaseSpecWorker):
         last = result.next_token_ids
         if last is None:
             last = torch.zeros(len(batch.reqs), dtype=torch.int64, device=batch.seq_lens.device)
-        result.next_draft_input = QuantSpecDraftInput(last.to(torch.int64), self.speculative_num_draft_tokens)
+        has_pages = torch.zeros(last.shape[0], dtype=torch.bool, device=last.device)
+        result.next_draft_input = QuantSpecDraftInput(last.to(torch.int64), has_pages, self.speculative_num_draft_tokens)
         return result
 
-    def _last_tokens(self, batch) -> torch.Tensor:
+    def _carry(self, batch) -> QuantSpecDraftInput:
         info = batch.spec_info
         if isinstance(info, QuantSpecDraftInput) and info.last_tokens.shape[0] == len(batch.reqs):
-            return info.last_tokens
+            return info
         # Only reached if the scheduler built a decode batch without our carry (never on the normal path).
         logger.warning("quantspec: decode batch without a draft input; rebuilding last tokens from requests")
         ids = [r.output_ids[-1] if r.output_ids else r.origin_input_ids[-1] for r in batch.reqs]
-        return torch.tensor(ids, dtype=torch.int64, device=batch.seq_lens.device)
+        dev = batch.seq_lens.device
+        return QuantSpecDraftInput(torch.tensor(ids, dtype=torch.int64, device=dev),
+                                   torch.zeros(len(ids), dtype=torch.bool, device=dev), self.gamma + 1)
+
+    def _draft_scope(self, batch, window_start: torch.Tensor, has_pages: torch.Tensor):
+        """The backend's draft mode for this round (docs/CONTRACTS.md "Backend ⇄ worker"): dense, or sparse with
+        each request's top-k pages. A backend without a draft mode (tests, stock backends) drafts with its target
+        view: still lossless, only without the speedup."""
+        backend = self.model_runner.attn_backend
+        if not hasattr(backend, "draft_mode"):
+            return contextlib.nullcontext()
+        if getattr(backend, "page_scores", None) is None:
+            return backend.draft_mode(window_start)
+        if self._pages is None:
+            self._pages = _DraftPages(backend)
+        page_ids, num_pages = self._pages.for_round(batch.req_pool_indices, window_start, has_pages)
+        return backend.draft_mode(window_start, page_ids, num_pages)
 
     def _decode(self, batch) -> GenerationBatchResult:
         G, bs = self.gamma, len(batch.reqs)
         seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
         dev = seq0.device
-        last = self._last_tokens(batch)
+        carry = self._carry(batch)
+        last = carry.last_tokens
         offs = torch.arange(G + 1, device=dev, dtype=seq0.dtype)
         win_pos = seq0.unsqueeze(1) + offs  # [bs, G+1]
         req_to_token = batch.req_to_token_pool.req_to_token
@@ -191,7 +266,7 @@ class QuantSpecWorker(BaseSpecWorker):
         tok = last
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
-        with _draft_mode(self.model_runner.attn_backend):
+        with self._draft_scope(batch, seq0, carry.has_pages):
             for i in range(G):
                 batch.forward_mode = ForwardMode.DECODE
                 batch.input_ids = tok
@@ -224,9 +299,9 @@ class QuantSpecWorker(BaseSpecWorker):
         out = self.target_worker.forward_batch_generation(batch, is_verify=True)
         logits_output = out.logits_output
         logits = logits_output.next_token_logits  # [bs*(G+1), V]
-        if batch.has_grammar:
-            self._apply_grammar(batch, window, logits)
         sampling.apply_logit_adjustments(logits, si, G + 1)
+        if batch.has_grammar:  # after the adjustments, as in SGLang's chain verifiers: masked tokens stay -inf
+            self._apply_grammar(batch, window, logits)
 
         # ---- 3. accept ----
         V = logits.shape[-1]
@@ -247,6 +322,8 @@ class QuantSpecWorker(BaseSpecWorker):
                 u_final=torch.rand((bs,), device=dev),
             )
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
+        if self._pages is not None:  # page scores are per batch row: turn them into per-slot pages right away
+            self._pages.after_verify(batch.req_pool_indices, seq0, new_seq_lens)
         rows = torch.arange(bs, device=dev)
         next_tokens = tokens[rows, accept_lens - 1]
 
@@ -260,7 +337,7 @@ class QuantSpecWorker(BaseSpecWorker):
             can_run_cuda_graph=out.can_run_cuda_graph,
             accept_lens=accept_lens.to(torch.int32),
             new_seq_lens=new_seq_lens,
-            next_draft_input=QuantSpecDraftInput(next_tokens, G + 1),
+            next_draft_input=QuantSpecDraftInput(next_tokens, torch.ones_like(carry.has_pages), G + 1),
             speculative_num_draft_tokens=G + 1,
         )
 

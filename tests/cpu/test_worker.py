@@ -13,7 +13,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 from sgl_spec import sampling
-from sgl_spec.worker import QuantSpecDraftInput, QuantSpecVerifyInput, QuantSpecWorker
+from sgl_spec.worker import QuantSpecDraftInput, QuantSpecVerifyInput, QuantSpecWorker, _DraftPages
 
 TOP_K_ALL = 1 << 30
 MAX_CTX = 96
@@ -39,11 +39,13 @@ class FakeBackend:
     def __init__(self):
         self.in_draft = False
         self.entries = 0
+        self.window_start = None
 
     @contextlib.contextmanager
-    def draft_mode(self):
-        assert not self.in_draft
+    def draft_mode(self, window_start, page_ids=None, num_pages=None):
+        assert not self.in_draft and page_ids is None and num_pages is None  # no page_scores: dense drafts
         self.in_draft, self.entries = True, self.entries + 1
+        self.window_start = window_start
         try:
             yield
         finally:
@@ -71,6 +73,8 @@ class FakeTargetWorker:
         self.kv[batch.out_cache_loc] = batch.input_ids.long()
         if mode == ForwardMode.DECODE:
             rpi, pos = batch.req_pool_indices, batch.seq_lens - 1
+            # draft_mode's window_start is each request's committed length = position of the first draft step
+            assert torch.all(pos >= self.model_runner.attn_backend.window_start)
         elif mode == ForwardMode.TARGET_VERIFY:
             assert not draft and isinstance(batch.spec_info, QuantSpecVerifyInput)
             n = batch.spec_info.draft_token_num
@@ -336,10 +340,10 @@ def test_logprobs_of_accepted_tokens():
 
 
 def test_draft_input_filter_and_merge():
-    a = QuantSpecDraftInput(torch.tensor([10, 11, 12]), 4)
+    a = QuantSpecDraftInput(torch.tensor([10, 11, 12]), torch.tensor([True, False, True]), 4)
     a.filter_batch(torch.tensor([2, 0]))
-    a.merge_batch(QuantSpecDraftInput(torch.tensor([13]), 4))
-    assert a.last_tokens.tolist() == [12, 10, 13]
+    a.merge_batch(QuantSpecDraftInput(torch.tensor([13]), torch.tensor([False]), 4))
+    assert a.last_tokens.tolist() == [12, 10, 13] and a.has_pages.tolist() == [True, True, False]
 
 
 def test_constructor_rejects_inconsistent_server_args():
@@ -350,3 +354,57 @@ def test_constructor_rejects_inconsistent_server_args():
                 dict(disable_overlap_schedule=False)):
         with pytest.raises(ValueError):
             QuantSpecWorker(SimpleNamespace(**{**base, **bad}), 0, None, 0, target)
+
+
+# ---- sparse draft pages -------------------------------------------------------------------------------------------
+class PagesBackend:
+    """The backend surface _DraftPages uses: cfg, page_scores [L, slots, Hkv, MAXP] (by batch row), page_table()."""
+
+    def __init__(self, L=2, slots=5, H=2, maxp=16, P=4, ratio=0.5, min_pages=2, sink_pages=1):
+        self.cfg = SimpleNamespace(page_size=P, topk_ratio=ratio, min_pages=min_pages, sink_pages=sink_pages)
+        self.page_scores = torch.full((L, slots, H, maxp), 1e9)  # unscored entries must never be picked
+        g = torch.Generator().manual_seed(5)
+        self.table = torch.stack([torch.randperm(1000, generator=g)[:maxp] for _ in range(slots)]).int()
+
+    def page_table(self, rpi):
+        return self.table[rpi.long()]
+
+
+def test_draft_pages_follow_verify_scores_per_slot():
+    be = PagesBackend()
+    pages = _DraftPages(be)
+    assert pages.kcap == 8  # max(min_pages 2, sinks 1, ceil(0.5 * 16))
+    g = torch.Generator().manual_seed(6)
+    rpi = torch.tensor([3, 1])
+    window_start = torch.tensor([22, 13])  # verified pages: < 5 and < 3
+    new_seq_lens = torch.tensor([25, 15])  # request 0's window completed page 5; request 1's completed none
+    for b, nj in enumerate((5, 3)):
+        be.page_scores[:, b, :, :nj] = torch.randn(2, 2, nj, generator=g)
+    scored = be.page_scores[:, :2].clone()
+    pages.after_verify(rpi, window_start, new_seq_lens)
+
+    def expected(l, b, n_next, forced):
+        k = min(n_next, max(2, -(-n_next // 2)))  # ratio 0.5, min 2
+        total = scored[l, b].sum(0)
+        cands = [j for j in range(1, n_next) if j != forced]
+        best = sorted(cands, key=lambda j: -total[j].item())[: k - 1 - (forced is not None)]
+        chosen = sorted([0] + best + ([forced] if forced is not None else []))
+        return be.table[rpi[b], chosen].tolist()
+
+    # The next round sees the batch reordered: the selection must follow the slot, not the row.
+    ids, count = pages.for_round(torch.tensor([1, 3]), torch.tensor([15, 25]), torch.tensor([True, True]))
+    for l in range(2):
+        for row, (b, n_next, forced) in enumerate(((1, 3, None), (0, 6, 5))):
+            k = count[l, row].item()
+            assert ids[l, row, :k].tolist() == expected(l, b, n_next, forced)
+            assert (ids[l, row, k:] == 0).all()
+
+
+def test_draft_pages_before_first_verify_use_sinks_and_recent_pages():
+    be = PagesBackend()
+    pages = _DraftPages(be)
+    ids, count = pages.for_round(torch.tensor([2, 4]), torch.tensor([22, 3]), torch.tensor([False, False]))
+    # request in slot 2: 5 complete pages, k = max(2, ceil(2.5)) = 3 -> sink page 0 and the two newest pages 3, 4
+    assert count[:, 0].tolist() == [3, 3] and ids[0, 0, :3].tolist() == be.table[2, [0, 3, 4]].tolist()
+    assert count[:, 1].tolist() == [0, 0]  # no complete page yet
+    assert torch.equal(ids[0], ids[1])
