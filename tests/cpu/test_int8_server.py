@@ -186,9 +186,13 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
                 res[name] = {"_quantspec": repr(sa._quantspec), **{k: getattr(sa, k) for k in keys}}
             except Exception as e:
                 res[name] = f"{type(e).__name__}: {e}"
+        from sglang.srt.server_args import ServerArgs  # the Engine(**kwargs) path: flags as keyword arguments
+        sa = ServerArgs(model_path=sys.argv[2], device="cpu", speculative_algorithm="quantspec", quantspec_min_pages=3)
+        res["kwargs"] = repr(sa._quantspec)
         print("RESULT " + json.dumps(res))
     """)
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps({k: [str(x) for x in v] for k, v in cases.items()})],
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps({k: [str(x) for x in v] for k, v in cases.items()}),
+                           str(tiny_llama_fp32)],
                           env=server_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -207,6 +211,7 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     assert "speculative=True, page_size=32, num_draft_steps=6, topk_ratio=0.2" in spec["_quantspec"], spec
     assert (spec["speculative_algorithm"], spec["speculative_num_draft_tokens"], spec["speculative_eagle_topk"],
             spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
+    assert "speculative=True, page_size=64, num_draft_steps=4, topk_ratio=0.07, min_pages=3" in res["kwargs"]
 
 
 def test_bad_flag_stops_the_real_server_at_startup(tiny_llama_fp32):
