@@ -148,6 +148,9 @@ def _check_deployment(server_args, view) -> None:
     unsupported = [
         (server_args.disaggregation_mode != "null", "--disaggregation-mode (quantized pages cannot be transferred)"),
         (server_args.enable_hierarchical_cache, "--enable-hierarchical-cache (HiCache)"),
+        (server_args.enable_hisparse, "--enable-hisparse"),
+        ((server_args.dcp_size or 1) > 1, "--dcp-size > 1 (decode context parallelism)"),
+        ((server_args.attn_cp_size or 1) > 1 or server_args.enable_prefill_cp, "context-parallel attention"),
         (view.enable_dp_attention, "--enable-dp-attention"),
         (server_args.enable_two_batch_overlap, "--enable-two-batch-overlap"),
         (server_args.enable_pdmux, "--enable-pdmux"),
