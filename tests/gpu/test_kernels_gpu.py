@@ -1,0 +1,222 @@
+"""Real-shape correctness of the Triton kernels against their pure-torch twins, on the GPU (Llama-3-8B attention:
+Hq=32, Hkv=8, D=128, bf16 K/V; page sizes 64 and 128; batches 1/3/17; contexts of 1, 63 and 4097 tokens with the
+other requests of a batch at random shorter lengths). Outputs are poisoned with NaN so an unwritten element fails.
+
+Inputs that a correct kernel must never give weight to are poisoned with large finite values: ring positions past a
+request's newest token, and page-table entries past a request's page list (they point at a page whose scales are
+1e4). Finite, because in production those slots hold stale but finite data a kernel may load and mask.
+
+Tolerances: the refs compute in fp32 from the dequantized views; a Triton kernel may round dequantized K/V and the
+softmax weights to bf16 for tensor-core dots (2^-9 relative each) and rounds the output to bf16 (2^-9), so with
+|out| <~ 4 the expected error is a few 1e-3; 2e-2 (abs + rel) separates that from a wrong page/head/mask/scale
+(errors of order 0.1-1). Page scores are sums over 4 query heads of maxima of logits (|s| <~ 15) whose bf16
+rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2.
+"""
+import math
+
+import pytest
+import torch
+
+from sgl_spec.kvformat import KVFormat
+
+pytestmark = pytest.mark.gpu
+
+HQ, HKV, D, RING = 32, 8, 128, 2
+SM = 1.0 / math.sqrt(D)
+POISON = 300.0
+ATOL = RTOL = 2e-2
+
+
+def _kernels(op):
+    import importlib
+
+    tri = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)
+    ref = getattr(importlib.import_module(f"sgl_spec.kernels.{op}_ref"), op)
+    return tri, ref
+
+
+def _lens(B, ctx, lo, gen):
+    """Request 0 holds ``ctx`` tokens, the others a random length in [lo, ctx]."""
+    rest = torch.randint(lo, ctx + 1, (B - 1,), generator=gen).tolist() if B > 1 else []
+    return [ctx] + rest
+
+
+class Batch:
+    """Random K/V per request, complete pages quantized with the reference quantizer into shuffled physical pages,
+    the two newest pages in the ring, and a poison page that unused page-table entries point at."""
+
+    def __init__(self, lens, P, gen, dev="cuda"):
+        from sgl_spec.kernels.quantize_pages_ref import quantize_pages_ref
+
+        self.lens, self.P, B = lens, P, len(lens)
+        npl = [(n - 1) // P for n in lens]  # quantized pages: all before the newest token's page
+        self.maxp = max(npl) + 3
+        total = sum(npl) + 1
+        self.store = KVFormat(P, HKV, D).alloc(total, dev)
+        poison = total - 1
+        for t in (self.store.k_upper, self.store.k_lower, self.store.v_upper, self.store.v_lower):
+            t[poison] = 0xFF
+        for t in (self.store.k_scale, self.store.v_scale):
+            t[poison] = 1e4
+        perm = torch.randperm(total - 1, generator=gen)
+        self.page_table = torch.full((B, self.maxp), poison, dtype=torch.int32)
+        self.hot_k = torch.full((B + 2, RING, P, HKV, D), POISON, dtype=torch.bfloat16, device=dev)
+        self.hot_v = self.hot_k.clone()
+        self.hot_slot = torch.randperm(B + 2, generator=gen)[:B].to(dev, torch.int32)  # slots != batch index
+        at = 0
+        for b, n in enumerate(lens):
+            k = torch.randn(n, HKV, D, generator=gen).to(dev, torch.bfloat16)
+            v = torch.randn(n, HKV, D, generator=gen).to(dev, torch.bfloat16)
+            m = npl[b]
+            ids = perm[at: at + m]
+            at += m
+            self.page_table[b, :m] = ids.to(torch.int32)
+            if m:
+                pages = quantize_pages_ref(k[: m * P].view(m, P, HKV, D).transpose(1, 2),
+                                           v[: m * P].view(m, P, HKV, D).transpose(1, 2))
+                for name, t in pages.items():
+                    getattr(self.store, name)[ids.to(dev)] = t
+            slot = int(self.hot_slot[b])
+            for j in range(max(0, m - 1), m + 1):
+                hi = min(n, (j + 1) * P)
+                self.hot_k[slot, j % RING, : hi - j * P] = k[j * P: hi]
+                self.hot_v[slot, j % RING, : hi - j * P] = v[j * P: hi]
+        self.page_table = self.page_table.to(dev)
+
+    def i32(self, xs):
+        return torch.tensor(xs, dtype=torch.int32, device="cuda")
+
+
+def _close(got, want, atol=ATOL, rtol=RTOL):
+    assert got.shape == want.shape
+    assert torch.isfinite(got).all(), f"{(~torch.isfinite(got)).sum().item()} non-finite (unwritten?) elements"
+    torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("mode", ["dense", "dense_2hot", "sparse"])
+def test_draft_decode(B, ctx, P, mode):
+    tri, ref = _kernels("draft_decode")
+    gen = torch.Generator().manual_seed(B * 100003 + ctx * 7 + P)
+    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
+    p = [n - 1 for n in bt.lens]
+    nq = [x // P for x in p]
+    if mode == "dense_2hot":  # the hot window starts one page early (that page is in the ring, not in the list)
+        nq = [max(0, m - 1) for m in nq]
+    hot_start = [m * P for m in nq]
+    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
+    ids = bt.page_table
+    if mode == "sparse":  # sink page 0 + a random subset in random order: the kernel must not assume sorted ids
+        rows = torch.zeros_like(bt.page_table, device="cpu")
+        for b, m in enumerate(nq):
+            if m == 0:
+                rows[b] = bt.page_table[b, -1].item()
+                continue
+            k = min(m, max(1, math.ceil(0.3 * m)))
+            pick = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(m - 1, generator=gen)[: k - 1] + 1])[:k]
+            pick = pick[torch.randperm(len(pick), generator=gen)]
+            rows[b, :k] = bt.page_table[b, pick.to("cuda")].cpu()
+            rows[b, k:] = bt.page_table[b, -1].item()  # past the list: the poison page
+            nq[b] = k
+        ids = rows.to("cuda")
+    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    args = (q, bt.store, ids, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
+    out = torch.full_like(q, float("nan"))
+    tri(*args, out=out)
+    _close(out, ref(*args))
+
+
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("nq", [5, 8])
+def test_verify_attention(B, ctx, P, nq):
+    tri, ref = _kernels("verify_attention")
+    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq)
+    nq = min(nq, ctx)
+    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
+    q = torch.randn(B, nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    q_start = bt.i32([n - nq for n in bt.lens])
+    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    sc_ref = sc.clone()
+    out = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out)
+    want = ref(*args, scores=sc_ref)
+    _close(out, want)
+    for b, s0 in enumerate((q_start // P).tolist()):  # entries j >= q_start // P are left unwritten (contract)
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+    out2 = torch.full_like(q, float("nan"))
+    tri(*args, out=out2)  # scores off: the same attention
+    _close(out2, want)
+
+
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_quantize_pages(B, P):
+    from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
+
+    tri, ref = _kernels("quantize_pages")
+    gen = torch.Generator().manual_seed(B * 31 + P)
+    T = (B + 1) * P + 5
+    kv = torch.randn(T, 2, HKV, D, generator=gen).to("cuda", torch.bfloat16)  # fused K/V rows: row stride 2*HKV*D
+    kv[:, 0] *= 4
+    src_k, src_v = kv[:, 0], kv[:, 1]
+    src_row = torch.randint(0, T - P + 1, (B,), generator=gen).to("cuda", torch.int64)  # unaligned rows
+    npages = 2 * B + 3
+    page_ids = torch.randperm(npages, generator=gen)[:B].to("cuda", torch.int32)
+    fmt = KVFormat(P, HKV, D)
+    got, want = fmt.alloc(npages, "cuda"), fmt.alloc(npages, "cuda")
+    planes = ("k_upper", "k_lower", "v_upper", "v_lower")
+    scales = ("k_scale", "k_zero", "v_scale", "v_zero")
+    for n in planes:
+        getattr(got, n).fill_(0xAB)
+    for n in scales:
+        getattr(got, n).fill_(float("nan"))
+    tri(src_k, src_v, src_row, page_ids, got)
+    ref(src_k, src_v, src_row, page_ids, want)
+    ids = page_ids.long()
+    other = torch.ones(npages, dtype=torch.bool, device="cuda")
+    other[ids] = False
+    for n in planes:
+        assert (getattr(got, n)[other] == 0xAB).all(), f"{n}: wrote a page it was not asked to"
+    for n in scales:
+        assert torch.isnan(getattr(got, n)[other]).all(), f"{n}: wrote a page it was not asked to"
+        # scale = fp16 round-up of (max - zero)/15: computing the quotient another way may move it by one fp16 ulp
+        _close(getattr(got, n)[ids], getattr(want, n)[ids], atol=1e-6, rtol=2e-3)
+    rows = src_row.view(-1, 1) + torch.arange(P, device="cuda")
+    for pre, deq, src, sdim in (("k", dequant_keys_ref, src_k, -2), ("v", dequant_values_ref, src_v, -1)):
+        g = deq(*(getattr(got, f"{pre}_{n}")[ids] for n in ("upper", "lower", "scale", "zero")), draft=False)
+        w = deq(*(getattr(want, f"{pre}_{n}")[ids] for n in ("upper", "lower", "scale", "zero")), draft=False)
+        s = getattr(want, f"{pre}_scale")[ids].float().unsqueeze(sdim)
+        x = src[rows].float().permute(0, 2, 1, 3)
+        # codes may differ by one INT8 step where (x - z)/s lands within float rounding of a rounding boundary
+        assert ((g - w).abs() <= s / 16 * 1.01 + 1e-6).all()
+        assert ((g - x).abs() <= s / 32 * 1.01 + 1e-5 * (x.abs() + 1)).all(), "outside the format's s/32 bound"
+        for n in ("upper", "lower"):
+            diff = (getattr(got, f"{pre}_{n}")[ids] != getattr(want, f"{pre}_{n}")[ids]).float().mean().item()
+            assert diff <= 1e-3, f"{pre}_{n}: {diff:.3%} of bytes differ from the reference"
+
+
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_select_topk_pages(B, ctx, P):
+    tri, ref = _kernels("select_topk_pages")
+    gen = torch.Generator().manual_seed(B * 17 + ctx + P)
+    L = 32
+    maxp = (ctx + P - 1) // P + 2
+    n_full = (ctx - 1) // P
+    elig = [n_full] + torch.randint(0, n_full + 1, (B - 1,), generator=gen).tolist()
+    scores = torch.randn(L, B, HKV, maxp, generator=gen).to("cuda")
+    page_table = torch.stack([torch.randperm(100_000, generator=gen)[:maxp] for _ in range(B)]).to("cuda", torch.int32)
+    kcap = max(1, math.ceil(0.07 * n_full))  # below min_pages=4 for short lists: the clip to KCAP is exercised
+    args = (scores, torch.tensor(elig, dtype=torch.int32, device="cuda"), page_table, 0.07, 4, 1)
+    ids = torch.full((L, B, kcap), -7, dtype=torch.int32, device="cuda")
+    cnt = torch.full((L, B), -1, dtype=torch.int32, device="cuda")
+    tri(*args, out_ids=ids, out_count=cnt)
+    ids_ref, cnt_ref = ref(*args, out_ids=torch.zeros_like(ids), out_count=torch.zeros_like(cnt))
+    assert torch.equal(cnt, cnt_ref)
+    assert torch.equal(ids, ids_ref)  # the rule (ascending logical order, ties to the lower page) is exact
