@@ -188,7 +188,7 @@ def test_pypi_kernels_and_sgl_spec_kernels_coexist(tmp_path):
                          timeout=120)
     assert res.returncode == 0, res.stderr
     pypi_file, ours_file, has_get_kernel = res.stdout.split()
-    repo = os.path.realpath(repo_root) + os.sep
-    assert not pypi_file.startswith(repo), f"'import kernels' resolved to our folder: {pypi_file}"
+    ours_dir = os.path.join(os.path.realpath(repo_root), "kernels") + os.sep  # not the repo: .venv may live inside it
+    assert not pypi_file.startswith(ours_dir), f"'import kernels' resolved to our folder: {pypi_file}"
     assert "site-packages" in pypi_file and has_get_kernel == "True"
     assert ours_file == os.path.realpath(os.path.join(repo_root, "kernels", "quantize_pages.py"))
