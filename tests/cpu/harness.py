@@ -16,6 +16,10 @@ How the server is run, and why:
 - A fresh free port; the server runs in its own session (process group), so on exit the whole group (HTTP server,
   scheduler, detokenizer) gets SIGTERM, then SIGKILL after a grace period.
 - stdout+stderr go to a log file; any startup failure or timeout raises with the log's tail.
+- Env also: the venv's bin/ first on PATH (SGLang JIT builds call `ninja`), `CXX="c++ -include cstddef"` (SGLang's
+  NGRAM corpus C++ misses that include and fails to JIT-build with GCC 12), HF_HUB_OFFLINE=1, and TRITON_INTERPRET
+  removed (SGLang's own CPU path must not pick Triton up; pass env={"TRITON_INTERPRET": "1"} to run Triton kernels
+  in the server under the interpreter on purpose).
 
 Default server args (DEFAULT_ARGS), chosen for 2 cores and little memory:
 - `--attention-backend torch_native`: the only CPU attention backend that needs no native kernels (`intel_amx`
