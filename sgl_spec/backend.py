@@ -70,7 +70,7 @@ class _Extend:  # EXTEND / MIXED: host-driven
 
 @dataclass
 class _Draft:  # set by the worker through draft_mode()
-    hot_start: torch.Tensor  # [B] int32, page aligned
+    window_start: torch.Tensor  # [B] first position of the round (kept by reference: a captured graph reads it)
     page_ids: Optional[torch.Tensor]  # [L, B, KCAP] int32 physical ids, or None = dense
     num_pages: Optional[torch.Tensor]  # [L, B] int32
 
@@ -109,8 +109,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         if (page_ids is None) != (num_pages is None):
             raise ValueError("draft_mode(): give both page_ids and num_pages, or neither (dense)")
         prev = self._draft
-        hot_start = (torch.div(window_start, self.P, rounding_mode="floor") * self.P).to(torch.int32)
-        self._draft = _Draft(hot_start, page_ids, num_pages)
+        self._draft = _Draft(window_start, page_ids, num_pages)
         try:
             yield self
         finally:
@@ -298,12 +297,14 @@ class QuantSpecAttnBackend(_attention_backend_base()):
 
     def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v):
         d = self._draft
+        first_page = torch.div(d.window_start, self.P, rounding_mode="floor")
+        hot_start = (first_page * self.P).to(torch.int32)
         if d.page_ids is None:  # dense: every complete page before the hot pages
             page_ids = md.page_table
-            num_pages = torch.div(d.hot_start, self.P, rounding_mode="floor").to(torch.int32)
+            num_pages = first_page.to(torch.int32)
         else:
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
-        hot_len = (md.q_start - d.hot_start + 1).to(torch.int32)
-        return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, d.hot_start, hot_len,
+        hot_len = (md.q_start - hot_start + 1).to(torch.int32)
+        return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, hot_start, hot_len,
                                 layer.scaling)
