@@ -43,6 +43,7 @@ from kernel_guard import GuardError, guard_attention, guard_baselines, guard_qua
 
 OPS = {"quantize": "quantize_pages", "draft_dense": "draft_decode", "draft_sparse": "draft_decode",
        "verify": "verify_attention", "select": "select_topk_pages"}
+T0 = time.time()  # process start: --time-budget-s counts from here (imports, JIT probes and guards included)
 QUANT_CTX = 32768  # the criterion compares with a BF16 decode step at 32k
 
 
@@ -66,6 +67,8 @@ def parse_args(argv=None):
     ap.add_argument("--fi-timeout", type=float, default=240, help="seconds allowed for FlashInfer's JIT build")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
+    ap.add_argument("--time-budget-s", type=float, default=540,
+                    help="start no new configuration after this many seconds (results so far are kept)")
     ap.add_argument("--out", default=None, help="output folder (default bench/results; --smoke: /tmp/sgl_spec_kb)")
     ap.add_argument("--smoke", action="store_true", help="tiny grid on CPU")
     a = ap.parse_args(argv)
@@ -326,11 +329,13 @@ def main(argv=None):
         env["fi_ws"] = kb.new_fi_workspace(a.device)
         for tc in [tc for tc, ok in fi_ok.items() if ok]:
             factories[f"flashinfer_tc{int(tc)}"] = (1, lambda c, tc=tc: kb.flashinfer_decode(c, tc, env["fi_ws"]))
+    dropped = {}
     try:
         for P in a.page:
             failed = guard_baselines(factories, P, a.device, log)
-            for name in failed:
+            for name, why in failed.items():
                 factories.pop(name)
+                dropped[f"{name} P={P}"] = why
             if "draft_decode" in impls or "verify_attention" in impls:
                 guard_attention(impls, refs, P, a.device, nqs=a.nq, log=log)
             if "quantize_pages" in impls:
@@ -361,7 +366,8 @@ def main(argv=None):
                   sparse=dict(ratio=a.ratio, min_pages=a.min_pages, sink_pages=a.sink_pages,
                               note="k = max(min(n, max(min_pages, ceil(ratio*n))), min(sink_pages, n)), "
                                    "sinks inside k"),
-                  missing=sorted({OPS[k] for k in a.kernels} - set(impls)), rows=[])
+                  missing=sorted({OPS[k] for k in a.kernels} - set(impls)), baselines_dropped=dropped,
+                  grid=dict(ctx=a.ctx, batch=a.batch, page=a.page, kernels=a.kernels, nq=a.nq), skipped=[], rows=[])
     log(f"[device] {env['device']} | copy {gbps:.0f} GB/s | torch {torch.__version__} | triton {triton.__version__}")
     limit = a.mem_frac * memory_limit(a)
     gen = torch.Generator().manual_seed(0)
@@ -369,15 +375,21 @@ def main(argv=None):
     for P in a.page:
         for B in a.batch:
             for ctx in a.ctx:
+                def skip(why):
+                    log(f"ctx={ctx:>6} B={B:>2} P={P:>3} | SKIP: {why}")
+                    result["skipped"].append(dict(ctx=ctx, batch=B, page=P, reason=why))
+
+                if time.time() - T0 > a.time_budget_s:
+                    skip(f"time budget of {a.time_budget_s:.0f} s used up")
+                    continue
                 need = bytes_needed(a, B, ctx, P, env["sdpa"])
                 if need > limit:
-                    log(f"ctx={ctx:>6} B={B:>2} P={P:>3} | SKIP: needs {need / 1e9:.1f} GB > {a.mem_frac:.0%} of "
-                        f"{memory_limit(a) / 1e9:.1f} GB")
+                    skip(f"needs {need / 1e9:.1f} GB > {a.mem_frac:.0%} of {memory_limit(a) / 1e9:.1f} GB")
                     continue
                 try:
                     rows, line = run_config(a, ctx, B, P, env, timer, gen)
                 except torch.OutOfMemoryError as e:
-                    log(f"ctx={ctx:>6} B={B:>2} P={P:>3} | SKIP: out of memory ({str(e)[:80]})")
+                    skip(f"out of memory ({str(e)[:80]})")
                     continue
                 finally:
                     _free(a.device)  # the configuration's tensors died with run_config's frame
@@ -399,8 +411,8 @@ def main(argv=None):
         import plot_kernels
 
         log(f"[plot] {plot_kernels.plot(json_path, a.out / 'kernels.png')}")
-    except ImportError as e:
-        log(f"[plot] skipped ({e}); run: python bench/plot_kernels.py {json_path}")
+    except Exception as e:  # no matplotlib on the GPU machine, say: the JSON is the result, plot it elsewhere
+        log(f"[plot] skipped ({type(e).__name__}: {e}); run: python bench/plot_kernels.py {json_path}")
 
 
 def _criterion(a, env):
