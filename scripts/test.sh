@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+# --durations: the CI budget is 90 minutes on 2 cores; the slowest tests are listed in every log.
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=10 tests "$@"

@@ -70,6 +70,8 @@ def server_env(extra_env=None, verify_attention=False) -> dict:
     env.pop("SGL_CPU_TEST_VERIFY_ATTENTION", None)
     if verify_attention:
         env["SGL_CPU_TEST_VERIFY_ATTENTION"] = "1"
+        if env.get("SGLANG_PLUGINS"):  # a plugin whitelist is set: keep ours on it (name: shims/*.dist-info)
+            env["SGLANG_PLUGINS"] += ",cpu_test_verify_attention"
     env["SGLANG_USE_CPU_ENGINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIMS_DIR), env.get("PYTHONPATH")) if p)
     # As if the venv were activated: SGLang's JIT builds look for `ninja` on PATH.
