@@ -53,6 +53,21 @@ class QuantSpecVerifyInput(SpecInput):
         self.num_tokens_for_logprob_per_req = draft_token_num
 
 
+class QuantSpecDraftStep(SpecInput):
+    """``spec_info`` of a draft DECODE forward. Its only job: ``num_tokens_per_req = 1`` differs from the width
+    (γ+1) SGLang's decode CUDA graphs are captured with under speculation, so ``DecodeCudaGraphRunner.can_run_graph``
+    refuses them and the draft runs eagerly, in draft mode. Replaying the TARGET_VERIFY graph on a one-token batch
+    would read stale rows of its static buffers."""
+
+    def __init__(self):
+        super().__init__(SpecInputType.NGRAM_VERIFY)  # a neutral type: no hidden states, no tree
+        self.positions = None  # positions come from seq_lens (DECODE)
+        self.custom_mask = None
+        self.capture_hidden_mode = CaptureHiddenMode.NULL
+        self.num_tokens_per_req = 1
+        self.num_tokens_for_logprob_per_req = 1
+
+
 class QuantSpecDraftInput(SpecInput):
     """What the scheduler carries from one step to the next (``batch.spec_info``): the last emitted token of each
     request, which the next window starts from. Filtered/merged with the batch."""
@@ -262,6 +277,7 @@ class QuantSpecWorker(BaseSpecWorker):
 
         # ---- 1. draft: γ single-token forwards through the backend's draft view ----
         drafts = torch.empty((bs, G), dtype=torch.int64, device=dev)
+        draft_step = QuantSpecDraftStep()
         draft_probs = None
         tok = last
         return_logprob = batch.return_logprob
@@ -272,7 +288,7 @@ class QuantSpecWorker(BaseSpecWorker):
                 batch.input_ids = tok
                 batch.out_cache_loc = win_loc[:, i].contiguous()
                 self._set_seq_lens(batch, seq0 + (i + 1), None if seq0_cpu is None else seq0_cpu + (i + 1))
-                batch.spec_info = None
+                batch.spec_info = draft_step
                 out = self.target_worker.forward_batch_generation(
                     batch, is_verify=True, capture_hidden_mode=CaptureHiddenMode.NULL
                 )

@@ -73,6 +73,8 @@ class FakeTargetWorker:
         self.kv[batch.out_cache_loc] = batch.input_ids.long()
         if mode == ForwardMode.DECODE:
             rpi, pos = batch.req_pool_indices, batch.seq_lens - 1
+            # A draft step must not be mistaken for the γ+1-wide verify SGLang captures CUDA graphs for.
+            assert batch.spec_info.num_tokens_per_req == 1
             # draft_mode's window_start is each request's committed length = position of the first draft step
             assert torch.all(pos >= self.model_runner.attn_backend.window_start)
         elif mode == ForwardMode.TARGET_VERIFY:
@@ -408,3 +410,16 @@ def test_draft_pages_before_first_verify_use_sinks_and_recent_pages():
     assert count[:, 0].tolist() == [3, 3] and ids[0, 0, :3].tolist() == be.table[2, [0, 3, 4]].tolist()
     assert count[:, 1].tolist() == [0, 0]  # no complete page yet
     assert torch.equal(ids[0], ids[1])
+
+
+def test_draft_steps_are_refused_by_sglangs_decode_cuda_graphs():
+    """Under speculation SGLang captures its decode graphs for TARGET_VERIFY at width γ+1 and replays them for any
+    DECODE batch whose spec_info does not declare another width; the draft step's spec_info (width 1) must make
+    can_run_graph() say no (pins the SGLang 0.5.17 rule the worker relies on)."""
+    from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
+
+    from sgl_spec.worker import QuantSpecDraftStep
+
+    runner = SimpleNamespace(ragged_verify_mode=False, captured_req_width=4)
+    fb = SimpleNamespace(replace_embeds=None, spec_info=QuantSpecDraftStep(), forward_mode=ForwardMode.DECODE)
+    assert DecodeCudaGraphRunner.can_run_graph(runner, fb) is False
