@@ -167,7 +167,7 @@ def quantize_pages(src_k, src_v, src_row, page_ids, store):
     src_row, page_ids = src_row.contiguous(), page_ids.contiguous()
     # <= 32 tile elements per thread: ptxas (sm_90) then reports 95-170 registers and no spills for P in 32..128 and
     # D in 64, 128 (at 4 warps a 64x128 tile needed 240 and 128x128 spilled).
-    num_warps = max(4, min(16, P * D // 1024))
+    num_warps = max(4, min(16, triton.next_power_of_2(P * D // 1024)))  # Triton needs a power of 2
     _quantize_pages_kernel[(n, H, 2)](
         k_ptr=src_k, v_ptr=src_v, row_ptr=src_row, page_ptr=page_ids,
         ku_ptr=store.k_upper, kl_ptr=store.k_lower, vu_ptr=store.v_upper, vl_ptr=store.v_lower,
