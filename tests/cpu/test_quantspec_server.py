@@ -128,3 +128,14 @@ def test_stop_token_inside_a_window_trims_exactly(int8_outputs, spec_server, k):
 def test_max_new_tokens_not_a_multiple_of_the_window(int8_outputs, spec_server, n):
     ref, _ = int8_outputs
     assert _gen(spec_server, PROMPTS[15], max_new_tokens=n)["output_ids"] == ref[15][:n]
+
+
+def test_dense_draft_mode_is_lossless_too(tiny_llama_fp32, int8_outputs):
+    """--quantspec-dense-draft: no page scores, the draft reads every complete page (the backend's dense path)."""
+    ref, _ = int8_outputs
+    idx = [3, 9, 14, 19, 21]  # one page, a page boundary, several pages, the longest, a prefix-sharing prompt
+    args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "5", "--quantspec-dense-draft"]
+    with launch_server(tiny_llama_fp32, args) as srv:
+        got = [_gen(srv, PROMPTS[i]) for i in idx]
+    assert [g["output_ids"] for g in got] == [ref[i] for i in idx]
+    assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got)
