@@ -13,10 +13,11 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   ``[(s-1)C, sC)`` through the INT8 view, one page per iteration, the next page's loads in flight. The partition
   ``C`` depends on shapes only (B, Hkv, MAXP, SM count), so the page sequence a row sees is independent of NQ and
   of q_start (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
-* per page: both planes ``[P, D/2]`` bytes -> codes ``c`` of each half of D as exact fp16 integers (``c | 0x6400`` is
-  the fp16 ``1024 + c``: an OR and a subtract instead of a slow int->float convert); keys: the channel scale is
-  folded into q (one fp16 dot operand per page), ``(z - 7.5 s/16)·q`` is a per-row constant; values: the token scale
-  is folded into p, the zero term added per row.
+* per page: both planes ``[P, D/2]`` bytes -> ``c - 7.5`` of each half of D as exact fp16 numbers (``c | 0x6400`` is
+  the fp16 ``1024 + c``: an OR and subtracts instead of a slow int->float convert); keys: the channel scale is
+  folded into q (one fp16 A operand per page) and ``q·z`` is a second small MMA (z is exact in fp16); values: the
+  token scale is folded into p, the zero term added per row. The page loads stay in the loop body and Triton's
+  pipeliner issues them as cp.async copies ahead of use (NUM_STAGES).
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
   the page's tokens per row, max over the two score rows per head, summed over the G heads; one store per page by
   the program that owns it (no atomics).
@@ -43,6 +44,11 @@ MIN_TOKENS_PER_SPLIT = 256
 CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is exercised
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
+# Stage-1 GPU knobs: pipeline depth of the page loop; warps for small / big (BLOCK_M * max(D/2, P) >= 2048) tiles.
+# The tiles need ~250 registers a thread (ptxas, sm_90); these picks compile without spills for most shapes.
+NUM_STAGES = 2
+NUM_WARPS = 4
+NUM_WARPS_BIG = 8
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,13 +71,16 @@ def block_rows(group: int) -> int:
 
 
 @triton.jit
-def _codes_fp16(up, lo):
-    """Packed upper/lower plane bytes -> fp16 codes c = 16u + l' of the low (channel j) and high (j + D/2) nibbles."""
-    up = up.to(tl.int16)
-    lo = lo.to(tl.int16)
-    c_lo = (((up & 0xF) << 4) | (lo & 0xF) | 0x6400).to(tl.int16)
-    c_hi = ((up & 0xF0) | ((lo >> 4) & 0xF) | 0x6400).to(tl.int16)
-    return c_lo.to(tl.float16, bitcast=True) - 1024.0, c_hi.to(tl.float16, bitcast=True) - 1024.0
+def _code_lo(up, lo):
+    """Packed plane bytes (as int16) -> fp16 ``c - 7.5`` of channel j (low nibbles), c = 16u + l'. ``c | 0x6400`` is
+    the fp16 1024 + c, so an OR and two subtracts replace a slow int -> float conversion; every step is exact."""
+    return ((((up & 0xF) << 4) | (lo & 0xF) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0) - 7.5
+
+
+@triton.jit
+def _code_hi(up, lo):
+    """As ``_code_lo`` for channel j + D/2 (high nibbles)."""
+    return (((up & 0xF0) | ((lo >> 4) & 0xF) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0) - 7.5
 
 
 @triton.jit
@@ -84,29 +93,56 @@ def _online_step(s, m, l):
 
 
 @triton.jit
-def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
+def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, h, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
                n, dh, dmask, DH: tl.constexpr):
-    """One page's bytes and scales (raw dtypes: registers are carried to the next iteration). ``ok`` False loads
-    nothing (the prefetch past the split's last page)."""
+    """One page's bytes and scales (raw dtypes)."""
     pbase = pg * spl_p + h * spl_h
     kt_off = pbase + n[None, :] * spl_n + dh[:, None]  # K^T tiles [BLOCK_DH, P]: dot operand B of q·k
-    kmask = dmask[:, None] & ok
-    ku = tl.load(KU + kt_off, mask=kmask, other=0)
-    kl = tl.load(KL + kt_off, mask=kmask, other=0)
+    ku = tl.load(KU + kt_off, mask=dmask[:, None], other=0)
+    kl = tl.load(KL + kt_off, mask=dmask[:, None], other=0)
     v_off = pbase + n[:, None] * spl_n + dh[None, :]  # V tiles [P, BLOCK_DH]: dot operand B of p·v
-    vmask = dmask[None, :] & ok
-    vu = tl.load(VU + v_off, mask=vmask, other=0)
-    vl = tl.load(VL + v_off, mask=vmask, other=0)
+    vu = tl.load(VU + v_off, mask=dmask[None, :], other=0)
+    vl = tl.load(VL + v_off, mask=dmask[None, :], other=0)
     ks_off = pg * sks_p + h * sks_h + dh
-    smask = dmask & ok
-    ks_lo = tl.load(KS + ks_off, mask=smask, other=0.0)
-    ks_hi = tl.load(KS + ks_off + DH, mask=smask, other=0.0)
-    kz_lo = tl.load(KZ + ks_off, mask=smask, other=0.0)
-    kz_hi = tl.load(KZ + ks_off + DH, mask=smask, other=0.0)
+    ks_lo = tl.load(KS + ks_off, mask=dmask, other=0.0)
+    ks_hi = tl.load(KS + ks_off + DH, mask=dmask, other=0.0)
+    kz_lo = tl.load(KZ + ks_off, mask=dmask, other=0.0)
+    kz_hi = tl.load(KZ + ks_off + DH, mask=dmask, other=0.0)
     vs_off = pg * svs_p + h * svs_h + n
-    vs = tl.load(VS + vs_off, mask=ok, other=0.0)
-    vz = tl.load(VZ + vs_off, mask=ok, other=0.0)
-    return ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz
+    return ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, tl.load(VS + vs_off), tl.load(VZ + vs_off)
+
+
+@triton.jit
+def _int8_page(ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, q_lo, q_hi, qk_scale, kq_scale,
+               m, l, acc_lo, acc_hi, j, own_page, row_ok, slot, g, n_front, rblk, n_scored, score_ptr,
+               P: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr):
+    """One INT8 page for all rows of the block; q_lo/q_hi are fp16, k = z + (s/16)(c - 7.5), v likewise.
+    logits (log2 units) = (qk_scale/16)·(q*s)·(c - 7.5) + qk_scale·q·z, both as fp16 MMAs: q*s is one fp16 rounding
+    (|rel err| <= 2^-11; s is left unscaled so that small scales stay out of fp16 subnormals), c - 7.5 and z are
+    exact, and z enters as a B operand broadcast over the page's tokens (no per-row reduction, no second q layout).
+    values: acc16 = sum_n p_n*s_n*(c_n - 7.5) + 16*p_n*z_n, i.e. 16x the output (the caller divides once)."""
+    ku16 = ku.to(tl.int16)  # one half of D at a time keeps a single fp16 code tile alive
+    kl16 = kl.to(tl.int16)
+    sc = tl.dot(q_lo * ks_lo[None, :], _code_lo(ku16, kl16))
+    sc = tl.dot(q_hi * ks_hi[None, :], _code_hi(ku16, kl16), sc)
+    sz = tl.dot(q_lo, tl.broadcast_to(kz_lo[:, None], (kz_lo.shape[0], P)))
+    sz = tl.dot(q_hi, tl.broadcast_to(kz_hi[:, None], (kz_hi.shape[0], P)), sz)
+    s = sc * kq_scale + sz * qk_scale
+    if HAS_SCORES:
+        if (rblk == 0) & (j < n_scored):
+            gg = tl.arange(0, BLOCK_G)
+            sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])
+            head_max = tl.max(tl.where(sel, tl.max(s, 1)[:, None], float("-inf")), 0)  # [BLOCK_G]
+            tl.store(score_ptr, tl.sum(tl.where(gg < G, head_max, 0.0), 0) * 0.6931471805599453)  # log2 -> ln
+    s = tl.where((row_ok & (j < own_page))[:, None], s, float("-inf"))
+    m, alpha, p, l = _online_step(s, m, l)
+    pv = (p * vs.to(tl.float32)[None, :]).to(tl.float16)
+    pz = tl.sum(p * (16.0 * vz.to(tl.float32))[None, :], 1)[:, None]
+    vu16 = vu.to(tl.int16)
+    vl16 = vl.to(tl.int16)
+    acc_lo = tl.dot(pv, _code_lo(vu16, vl16), acc_lo * alpha[:, None]) + pz
+    acc_hi = tl.dot(pv, _code_hi(vu16, vl16), acc_hi * alpha[:, None]) + pz
+    return m, l, acc_lo, acc_hi
 
 
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
@@ -116,9 +152,10 @@ def _verify_attention_kernel(
     sq_b, sq_n, sq_h, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, ssc_b, ssc_h, ssc_j,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr,
+    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, NUM_STAGES: tl.constexpr,
 ):
-    # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) run the same binary.
+    # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
+    # (pointer/stride alignment specializations aside, which change no arithmetic).
     pid_hr = tl.program_id(0)
     split = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
@@ -150,8 +187,8 @@ def _verify_attention_kernel(
         n = tl.arange(0, P)
         q_ptr = Q + b * sq_b + i.to(tl.int64)[:, None] * sq_n + hq.to(tl.int64)[:, None] * sq_h + dh[None, :]
         qmask = row_ok[:, None] & dmask[None, :]
-        q_lo = tl.load(q_ptr, mask=qmask, other=0.0).to(tl.float32)
-        q_hi = tl.load(q_ptr + DH, mask=qmask, other=0.0).to(tl.float32)
+        q_lo = tl.load(q_ptr, mask=qmask, other=0.0)  # model dtype
+        q_hi = tl.load(q_ptr + DH, mask=qmask, other=0.0)
 
         m = tl.full([BLOCK_M], -1.0e30, tl.float32)
         l = tl.zeros([BLOCK_M], tl.float32)
@@ -163,16 +200,16 @@ def _verify_attention_kernel(
             # pages, so the slower tf32 MMA costs nothing measurable (and the interpreter cannot dot bf16).
             hslot = tl.load(HSLOT + b).to(tl.int64)
             max_pos = q_start + NQ - 1
-            for L in range(q_start // P, n_req + 1):
+            for L in tl.range(q_start // P, n_req + 1, num_stages=1):  # <= 2 iterations: not worth smem stages
                 tok = L * P + n
                 tmask = tok <= max_pos  # ring entries past the window are stale: never loaded
-                hbase = hslot * shk_s + (L % RING) * shk_r + h64 * shk_h  # ring index * stride: small
+                hbase = hslot * shk_s + (L % 2) * shk_r + h64 * shk_h  # R = RING = 2; ring index * stride: small
                 kt_ptr = HK + hbase + n[None, :].to(tl.int64) * shk_n + dh[:, None]  # K^T tile [BLOCK_DH, P]
                 kmask = dmask[:, None] & tmask[None, :]
                 kt_lo = tl.load(kt_ptr, mask=kmask, other=0.0).to(tl.float32)
                 kt_hi = tl.load(kt_ptr + DH, mask=kmask, other=0.0).to(tl.float32)
-                s = tl.dot(q_lo, kt_lo, input_precision="tf32")
-                s = tl.dot(q_hi, kt_hi, s, input_precision="tf32") * qk_scale
+                s = tl.dot(q_lo.to(tl.float32), kt_lo, input_precision="tf32")
+                s = tl.dot(q_hi.to(tl.float32), kt_hi, s, input_precision="tf32") * qk_scale
                 vis = (row_ok & (own_page == L))[:, None] & (tok[None, :] <= pos[:, None])
                 s = tl.where(vis, s, float("-inf"))
                 m, alpha, p, l = _online_step(s, m, l)
@@ -183,53 +220,26 @@ def _verify_attention_kernel(
                 acc_lo = tl.dot(p, v_lo, acc_lo * alpha[:, None], input_precision="tf32")
                 acc_hi = tl.dot(p, v_hi, acc_hi * alpha[:, None], input_precision="tf32")
         else:
-            # ---- INT8 view of logical pages [j0, j1), one page per iteration, the next page's loads in flight ---
-            # logits (log2 units) = (qk_scale/16) * (q*s)·c + q*qk_scale·(z - 7.5 s/16): q*s is an fp16 dot operand
-            # (|rel err| <= 2^-11; unscaled so that small s stays out of fp16 subnormals), c an exact fp16 integer.
-            # values: acc16 = sum_n p*s_n*c_n + p*(16 z_n - 7.5 s_n), i.e. 16x the output; /16 at the store.
-            qz_lo = q_lo * qk_scale
-            qz_hi = q_hi * qk_scale
+            # ---- INT8 view of logical pages [j0, j1), one page per iteration -----------------------------------
             kq_scale = qk_scale * 0.0625
+            # bf16 -> fp16 is exact for |q| in [2^-14, 65504] (bf16 has fewer mantissa bits); only far-subnormal
+            # components, which contribute nothing measurable, are rounded.
+            q16_lo = q_lo.to(tl.float16)
+            q16_hi = q_hi.to(tl.float16)
             j1 = tl.minimum(j0 + C, n_req)
             n_scored = q_start // P  # pages j < q_start // P get a score (every row sees all of them)
             pt_row = PT + b * spt_b
-            pg = tl.load(pt_row + j0 * spt_j).to(tl.int64)
-            ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
-                KU, KL, VU, VL, KS, KZ, VS, VZ, pg, j0 < j1, h64, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
-                n, dh, dmask, DH)
-            pg = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0).to(tl.int64)
-            for j in range(j0, j1):
-                nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                    KU, KL, VU, VL, KS, KZ, VS, VZ, pg, j + 1 < j1, h64, spl_p, spl_h, spl_n, sks_p, sks_h,
-                    svs_p, svs_h, n, dh, dmask, DH)
-                pg = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0).to(tl.int64)
-
-                c_lo, c_hi = _codes_fp16(ku, kl)
-                fks_lo = ks_lo.to(tl.float32)
-                fks_hi = ks_hi.to(tl.float32)
-                qz = tl.sum(qz_lo * (kz_lo.to(tl.float32) - 0.46875 * fks_lo)[None, :], 1) \
-                    + tl.sum(qz_hi * (kz_hi.to(tl.float32) - 0.46875 * fks_hi)[None, :], 1)
-                s = tl.dot((q_lo * fks_lo[None, :]).to(tl.float16), c_lo)
-                s = tl.dot((q_hi * fks_hi[None, :]).to(tl.float16), c_hi, s) * kq_scale + qz[:, None]
-                if HAS_SCORES:
-                    if (rblk == 0) & (j < n_scored):
-                        gg = tl.arange(0, BLOCK_G)
-                        sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])
-                        head_max = tl.max(tl.where(sel, tl.max(s, 1)[:, None], float("-inf")), 0)  # [BLOCK_G]
-                        total = tl.sum(tl.where(gg < G, head_max, 0.0), 0) * 0.6931471805599453  # log2 -> ln
-                        tl.store(SCORES + b * ssc_b + h64 * ssc_h + j * ssc_j, total)
-                s = tl.where((row_ok & (j < own_page))[:, None], s, float("-inf"))
-                m, alpha, p, l = _online_step(s, m, l)
-
-                cv_lo, cv_hi = _codes_fp16(vu, vl)
-                fvs = vs.to(tl.float32)
-                pv = (p * fvs[None, :]).to(tl.float16)
-                pz = tl.sum(p * (16.0 * vz.to(tl.float32) - 7.5 * fvs)[None, :], 1)[:, None]
-                acc_lo = tl.dot(pv, cv_lo, acc_lo * alpha[:, None]) + pz
-                acc_hi = tl.dot(pv, cv_hi, acc_hi * alpha[:, None]) + pz
-
-                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, \
-                    nkz_hi, nvs, nvz
+            # loads stay in the loop body: Triton's pipeliner turns them (the page id, then the page's bytes and
+            # scales that depend on it) into cp.async copies issued ahead of their use
+            for j in tl.range(j0, j1, num_stages=NUM_STAGES):
+                pg = tl.load(pt_row + j * spt_j).to(tl.int64)
+                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
+                    KU, KL, VU, VL, KS, KZ, VS, VZ, pg, h64, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
+                    n, dh, dmask, DH)
+                m, l, acc_lo, acc_hi = _int8_page(
+                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, q16_lo, q16_hi, qk_scale, kq_scale,
+                    m, l, acc_lo, acc_hi, j, own_page, row_ok, slot, g, n_front, rblk, n_scored,
+                    SCORES + b * ssc_b + h64 * ssc_h + j * ssc_j, P, G, BLOCK_G, HAS_SCORES)
             acc_lo = acc_lo * 0.0625
             acc_hi = acc_hi * 0.0625
 
@@ -320,7 +330,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pl = torch.empty_like(pm)
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer, never touched when HAS_SCORES is False
-    big = BLOCK_M * DH >= 64 * 64
+    big = BLOCK_M * max(DH, P) >= 32 * 64
     # ---- launch ------------------------------------------------------------------------------------------------------
     _verify_attention_kernel[(Hkv * RB, S1, B)](
         Q=q, KU=store.k_upper, KL=store.k_lower, VU=store.v_upper, VL=store.v_lower, KS=store.k_scale,
@@ -336,8 +346,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
         G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH), BLOCK_M=BLOCK_M,
-        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None,
-        num_warps=8 if big else 4, num_stages=2,
+        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, NUM_STAGES=NUM_STAGES,
+        num_warps=NUM_WARPS_BIG if big else NUM_WARPS,
     )
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
