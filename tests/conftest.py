@@ -22,3 +22,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_scalar_index(monkeypatch):
+    """Triton 3.6's interpreter keeps scalars as 1-element arrays and turns them into loop bounds with ``int(array)``,
+    which numpy >= 2.4 rejects, so ``range(lo, hi)`` over loaded values fails. Patch ``__index__`` to take the single
+    element (interpreter only)."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    import triton.runtime.interpreter as interp
+
+    orig = interp._patch_lang_tensor
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    monkeypatch.setattr(interp, "_patch_lang_tensor", patched)

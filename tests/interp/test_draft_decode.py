@@ -1,7 +1,6 @@
 """draft_decode: Triton (interpreter on CPU, native on CUDA) against the pure-torch reference, and the reference
 against a per-request dense fp32 attention over the dequantized draft view."""
 import math
-import os
 
 import pytest
 import torch
@@ -11,24 +10,6 @@ from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values
 from sgl_spec.kvformat import KVFormat
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-
-@pytest.fixture(autouse=True)
-def _interpreter_scalar_index(monkeypatch):
-    """Triton 3.6's interpreter keeps scalars as 1-element arrays and turns them into loop bounds with
-    ``int(array)``, which numpy >= 2.4 rejects, so ``range(lo, hi)`` over loaded values fails. Patch ``__index__`` to
-    take the single element (interpreter only; belongs in tests/conftest.py once others need it)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return
-    import triton.runtime.interpreter as interp
-
-    orig = interp._patch_lang_tensor
-
-    def patched(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    monkeypatch.setattr(interp, "_patch_lang_tensor", patched)
 
 
 def make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, pool_pages=None, seed=0, q_scale=2.0):

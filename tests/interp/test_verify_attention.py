@@ -11,7 +11,6 @@ Tolerances (outputs |o| <= ~2.5, scores |s| <= ~30):
 A wrong page, token, mask or merge moves outputs by O(0.1-1).
 """
 import math
-import os
 
 import pytest
 import torch
@@ -30,23 +29,6 @@ def out_rtol(dtype, kernel):
     if dtype == torch.bfloat16:
         return 2 ** -7 if kernel else 2 ** -8
     return 2 ** -11
-
-
-@pytest.fixture(autouse=True)
-def _interpreter_scalar_index(monkeypatch):
-    """Triton 3.6's interpreter keeps scalars as 1-element arrays and makes loop bounds with ``int(array)``, which
-    numpy >= 2.4 rejects. Same patch as test_draft_decode.py (belongs in tests/conftest.py)."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        return
-    import triton.runtime.interpreter as interp
-
-    orig = interp._patch_lang_tensor
-
-    def patched(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    monkeypatch.setattr(interp, "_patch_lang_tensor", patched)
 
 
 def make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, maxp=None, seed=0):
