@@ -31,6 +31,9 @@ Default server args (DEFAULT_ARGS), chosen for 2 cores and little memory:
 - `--skip-server-warmup`: the warmup request only costs time; readiness is checked by /health_generate, which runs a
   real one-token generation through the scheduler.
 - `--random-seed 0`: deterministic sampling when a test samples.
+On the GPU machine the same tests run against a CUDA server: set SGL_SPEC_TEST_DEVICE=cuda (a test-only knob).
+Then the command uses `--device cuda` and SGLang's own attention backend choice (no torch_native, CUDA graphs on),
+and the environment keeps the caller's PYTHONPATH (the gpu-kit install in /tmp/site) without the CPU shims.
 Tests add `--dtype float32` for exact comparisons: with `--dtype auto` SGLang serves a float32 checkpoint in
 float16 (model_config.py downcasts float32, "following common practice").
 """
@@ -64,8 +67,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_device() -> str:
+    """"cpu" (default) or "cuda" (SGL_SPEC_TEST_DEVICE=cuda on the GPU machine)."""
+    return os.environ.get("SGL_SPEC_TEST_DEVICE", "cpu")
+
+
+def _gpu_env(extra_env=None) -> dict:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")  # gpu-kit: sgl_kernel's FA3 for the stock backend on Hopper
+    if extra_env:
+        env.update(extra_env)
+    return env
+
+
 def server_env(extra_env=None, verify_attention=False) -> dict:
     """Environment for a CPU SGLang process: CPU engine on, shims first on PYTHONPATH."""
+    if test_device() == "cuda":
+        return _gpu_env(extra_env)
     env = dict(os.environ)
     env.pop("SGL_CPU_TEST_VERIFY_ATTENTION", None)
     if verify_attention:
@@ -89,13 +110,18 @@ def server_env(extra_env=None, verify_attention=False) -> dict:
 
 
 def server_command(model_path, port, extra_args=()) -> list:
+    device = test_device()
+    defaults = list(DEFAULT_ARGS)
+    if device == "cuda":  # SGLang picks the attention backend (quantspec's own, or fa3 for stock servers)
+        i = defaults.index("--attention-backend")
+        del defaults[i:i + 2]
     return [
         sys.executable, "-m", "sglang.launch_server",
         "--model-path", str(model_path),
-        "--device", "cpu",
+        "--device", device,
         "--host", "127.0.0.1",
         "--port", str(port),
-        *DEFAULT_ARGS,
+        *defaults,
         *[str(a) for a in extra_args],
     ]
 
