@@ -96,9 +96,15 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.max_pages = -(-rtt.shape[1] // self.P)
         # Per-layer page scores written by TARGET_VERIFY for the next round's top-k draft pages (sparse drafts only).
         self.page_scores: Optional[torch.Tensor] = None
-        if cfg.speculative and not cfg.dense_draft:
+        if cfg.needs_page_scores:
             self.page_scores = torch.zeros((pool.layer_num, rtt.shape[0], pool.head_num, self.max_pages),
                                            dtype=torch.float32, device=self.device)
+        # --quantspec-draft-pages topk-last scores pages with each request's last accepted row, known only after the
+        # verify: TARGET_VERIFY then keeps its queries [L, max_bs, γ+1, Hq, D] (by batch row, like page_scores) and
+        # each layer's scale instead of scoring, and sgl_spec/pagetable.py scores that row afterwards.
+        self.keep_verify_q = self.page_scores is not None and cfg.draft_pages == "topk-last"
+        self.verify_q: Optional[torch.Tensor] = None
+        self.verify_scale: dict = {}
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
@@ -290,10 +296,21 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         ops.quantize_pages(hot_k.view(-1, H, D), hot_v.view(-1, H, D), md.tokens.q_rows, md.tokens.q_pages, store)
         scores = None
         if self.page_scores is not None and forward_batch.forward_mode.is_target_verify():
-            scores = self.page_scores[layer.layer_id - self.token_to_kv_pool.start_layer, :B]
+            li = layer.layer_id - self.token_to_kv_pool.start_layer
+            if self.keep_verify_q:
+                self._keep_verify_q(li, q4, layer.scaling)
+            else:
+                scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
                                    scores=scores)
         return out.view(q.shape[0], -1)
+
+    def _keep_verify_q(self, li: int, q4, scaling: float):
+        if self.verify_q is None:  # sized on the first verify: SGLang's graph warmup runs it eagerly before capture
+            L, slots = self.page_scores.shape[:2]
+            self.verify_q = q4.new_zeros((L, slots) + tuple(q4.shape[1:]))
+        self.verify_q[li, : q4.shape[0]] = q4
+        self.verify_scale[li] = scaling
 
     def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v):
         d = self._draft

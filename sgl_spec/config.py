@@ -32,6 +32,8 @@ DEFAULT_NUM_DRAFT_STEPS = 4
 # The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
+# Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
+DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -46,6 +48,10 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: 1."))),
     "quantspec_dense_draft": (False, dict(action="store_true", default=None, help=(
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
+    "quantspec_draft_pages": ("topk", dict(choices=DRAFT_PAGE_POLICIES, help=(
+        "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
+        "scores (first draft row + bonus row), 'topk-last' by the score of the last accepted token only, "
+        "'streaming' the sink pages + the most recent pages (no scores). Default: topk."))),
 }
 
 
@@ -59,16 +65,23 @@ class QuantSpecConfig:
     sink_pages: int
     dense_draft: bool
     hot_ring_pages: int = HOT_RING_PAGES
+    draft_pages: str = "topk"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
 
     @property
     def num_verify_tokens(self) -> int:
         return self.num_draft_steps + 1
 
+    @property
+    def needs_page_scores(self) -> bool:
+        """Whether TARGET_VERIFY produces page scores (the backend's ``page_scores`` buffer): score-driven drafts."""
+        return self.speculative and not self.dense_draft and self.draft_pages != "streaming"
+
     def describe(self) -> str:
         if not self.speculative:
             return f"quantspec INT8 KV cache (no speculation), page size {self.page_size}"
         draft = "dense" if self.dense_draft else (
-            f"top-k ratio {self.topk_ratio}, min {self.min_pages} pages, {self.sink_pages} sink page(s)")
+            f"{self.draft_pages} pages, ratio {self.topk_ratio}, min {self.min_pages} pages, "
+            f"{self.sink_pages} sink page(s)")
         return f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}"
 
 
@@ -109,7 +122,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
     opts = {k: (given[k] if k in given else default) for k, (default, _) in FLAGS.items()}
     if speculative:
         gamma = _configure_speculation(server_args, page_size)
-        _check_draft_options(opts)
+        _check_draft_options(opts, given)
     else:
         if given:
             raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
@@ -120,6 +133,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
         topk_ratio=float(opts["quantspec_topk_ratio"]), min_pages=int(opts["quantspec_min_pages"]),
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
+        draft_pages=str(opts["quantspec_draft_pages"]),
     )
     object.__setattr__(server_args, "_quantspec", cfg)
     logger.info("%s", cfg.describe())
@@ -228,7 +242,13 @@ def _configure_speculation(server_args, page_size: int) -> int:
     return gamma
 
 
-def _check_draft_options(opts: dict) -> None:
+def _check_draft_options(opts: dict, given: dict) -> None:
+    if opts["quantspec_draft_pages"] not in DRAFT_PAGE_POLICIES:  # Engine(**kwargs) bypasses argparse's choices
+        raise ValueError(f"--quantspec-draft-pages must be one of {', '.join(DRAFT_PAGE_POLICIES)}, "
+                         f"got {opts['quantspec_draft_pages']}")
+    if opts["quantspec_dense_draft"] and "quantspec_draft_pages" in given:
+        raise ValueError("--quantspec-draft-pages chooses sparse draft pages; it does not apply with "
+                         "--quantspec-dense-draft (remove one of them)")
     if not 0.0 < float(opts["quantspec_topk_ratio"]) <= 1.0:
         raise ValueError(f"--quantspec-topk-ratio must be in (0, 1], got {opts['quantspec_topk_ratio']}")
     if int(opts["quantspec_min_pages"]) < 1:

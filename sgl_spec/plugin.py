@@ -137,8 +137,11 @@ def _available_bytes(result, kvc, *args, **kwargs):
     layers = kvc.layer_info.num_effective_layers
     slots = kvc.server_args.max_running_requests // max(1, kvc.ps.attn_dp_size) + 1
     fixed = ring_bytes(fmt, layers, slots, kvc.model_dtype)
-    if cfg.speculative and not cfg.dense_draft:
+    if cfg.needs_page_scores:
         fixed += score_bytes(fmt, layers, slots, kvc.model_config.context_len)
+    if cfg.needs_page_scores and cfg.draft_pages == "topk-last":  # the backend keeps the verify queries
+        heads = kvc.model_config.num_attention_heads // kvc.ps.attn_tp_size
+        fixed += layers * slots * cfg.num_verify_tokens * heads * fmt.head_dim * kvc.model_dtype.itemsize
     if fixed >= result:
         raise ValueError(f"quantspec: the hot rings of {slots - 1} request slots need {fixed / 2**30:.2f} GB, more "
                          f"than the {result / 2**30:.2f} GB left for the KV cache; lower --max-running-requests")

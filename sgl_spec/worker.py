@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from typing import Optional
 
 import torch
@@ -31,7 +30,8 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
 
-from sgl_spec import ops, sampling
+from sgl_spec import pagetable, sampling
+from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
 logger = logging.getLogger(__name__)
 
@@ -91,64 +91,6 @@ class QuantSpecDraftInput(SpecInput):
         self.has_pages = torch.cat([self.has_pages, other.has_pages])
 
 
-class _DraftPages:
-    """Sparse drafting: each request's per-layer top-k pages, chosen right after its verify from that verify's page
-    scores (``backend.page_scores`` is indexed by batch row and overwritten by the next verify) and kept per request
-    slot until its next round, so batch filtering/merging in between does not matter.
-
-    The selection for the next round uses ``num_eligible = new_seq_len // P`` (the pages before the next round's hot
-    page). The verify scored pages ``< q_start // P`` only; the one page the window itself completed (if any) has no
-    score and is always taken (score +inf): it is the most recent context, the one a draft needs most.
-    A request that has not been verified yet (first round after prefill) drafts with its sink pages and its most
-    recent pages, as many as the top-k budget allows."""
-
-    def __init__(self, backend):
-        cfg = backend.cfg
-        self.backend = backend
-        self.P = cfg.page_size
-        self.ratio, self.min_pages, self.sink_pages = cfg.topk_ratio, cfg.min_pages, cfg.sink_pages
-        L, slots, _, self.max_pages = backend.page_scores.shape
-        self.kcap = min(self.max_pages, max(cfg.min_pages, cfg.sink_pages, math.ceil(cfg.topk_ratio * self.max_pages)))
-        dev = backend.page_scores.device
-        self.ids = torch.zeros((L, slots, self.kcap), dtype=torch.int32, device=dev)
-        self.count = torch.zeros((L, slots), dtype=torch.int32, device=dev)
-
-    def for_round(self, req_pool_indices, window_start, has_pages):
-        """(page_ids [L, B, KCAP], num_pages [L, B]) for ``backend.draft_mode``."""
-        from sgl_spec.kernels.select_topk_pages_ref import page_counts
-
-        rpi = req_pool_indices.long()
-        n, sinks, k = page_counts(torch.div(window_start, self.P, rounding_mode="floor"), self.max_pages,
-                                  self.ratio, self.min_pages, self.sink_pages, self.kcap)
-        j = torch.arange(self.kcap, device=rpi.device)
-        logical = torch.where(j < sinks.unsqueeze(1), j, (n - k).unsqueeze(1) + j)  # sinks, then the newest pages
-        table = self.backend.page_table(rpi)
-        recent = table.gather(1, logical.clamp(0, table.shape[1] - 1))
-        recent = torch.where(j < k.unsqueeze(1), recent, torch.zeros_like(recent))
-        ids = torch.where(has_pages.view(1, -1, 1), self.ids[:, rpi], recent.unsqueeze(0))
-        count = torch.where(has_pages.view(1, -1), self.count[:, rpi], k.to(torch.int32).unsqueeze(0))
-        return ids.contiguous(), count.contiguous()
-
-    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
-        B = req_pool_indices.shape[0]
-        rpi = req_pool_indices.long()
-        scores = self.backend.page_scores[:, :B]
-        rows = torch.arange(B, device=rpi.device)
-        j = torch.div(window_start, self.P, rounding_mode="floor").long()
-        n_next = torch.div(new_seq_lens, self.P, rounding_mode="floor")
-        jj = j.clamp(max=self.max_pages - 1)
-        cur = scores[:, rows, :, jj]  # [B, L, Hkv] (advanced indices split by a slice come first)
-        scores[:, rows, :, jj] = torch.where((n_next > j).view(B, 1, 1), torch.full_like(cur, float("inf")), cur)
-        L = scores.shape[0]
-        ids, count = ops.select_topk_pages(
-            scores, n_next, self.backend.page_table(rpi), self.ratio, self.min_pages, self.sink_pages,
-            out_ids=torch.empty((L, B, self.kcap), dtype=torch.int32, device=rpi.device),
-            out_count=torch.empty((L, B), dtype=torch.int32, device=rpi.device),
-        )
-        self.ids[:, rpi] = ids
-        self.count[:, rpi] = count
-
-
 class _SelfDraft:
     """What SGLang's generic code expects at ``spec_worker.draft_worker`` (graph/weight accounting, and
     ``draft_worker.draft_runner.token_to_kv_pool`` for disaggregation/HiCache). The target model drafts itself through
@@ -190,7 +132,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self.req_to_token_pool = None
         self.token_to_kv_pool_allocator = None
         self._self_draft = _SelfDraft()
-        self._pages: Optional[_DraftPages] = None  # built on the first decode (the backend exists by then)
+        self._pages = None  # the draft page policy (sgl_spec/pagetable.py), built on the first decode
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -249,15 +191,13 @@ class QuantSpecWorker(BaseSpecWorker):
 
     def _draft_scope(self, batch, window_start: torch.Tensor, has_pages: torch.Tensor):
         """The backend's draft mode for this round (docs/CONTRACTS.md "Backend ⇄ worker"): dense, or sparse with
-        each request's top-k pages. A backend without a draft mode (tests, stock backends) drafts with its target
-        view: still lossless, only without the speedup."""
+        each request's pages from the draft page policy. A backend without a draft mode (tests, stock backends)
+        drafts with its target view: still lossless, only without the speedup."""
         backend = self.model_runner.attn_backend
         if not hasattr(backend, "draft_mode"):
             return contextlib.nullcontext()
-        if getattr(backend, "page_scores", None) is None:
-            return backend.draft_mode(window_start)
         if self._pages is None:
-            self._pages = _DraftPages(backend)
+            self._pages = pagetable.draft_pages(backend)
         page_ids, num_pages = self._pages.for_round(batch.req_pool_indices, window_start, has_pages)
         return backend.draft_mode(window_start, page_ids, num_pages)
 
