@@ -1,0 +1,323 @@
+#!/usr/bin/env python
+"""Acceptance study: how well does each draft page policy predict the target, per γ? (issue 4)
+
+For every configuration (draft policy × page ratio × γ) one real SGLang server is started with
+``--spec-algo quantspec`` on pycode-30m and serves every prompt of bench/data/acceptance_prompts.json (20 starts of
+long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-tokens`` each. From the responses'
+``meta_info`` (all prompts of a configuration pooled):
+
+  alpha  per-token acceptance: accepted drafts / proposed drafts (spec_num_correct_drafts / spec_num_proposed_drafts)
+  tau    mean accept length, SGLang's definition: completion tokens / verify passes (spec_verify_ct; the first token
+         comes from the prefill and counts, as in SGLang)
+  pos    per-position acceptance from spec_correct_drafts_histogram (h[n] = verifies that accepted exactly n drafts):
+         pos[i] = P(draft i accepted | drafts 1…i-1 accepted) = Σ_{n≥i} h[n] / Σ_{n≥i-1} h[n]
+         reach[i] = P(n ≥ i)
+
+Policies: dense (--quantspec-dense-draft: every page, upper 4-bit plane), topk (Collect-2-Query), streaming (sinks +
+newest pages), topk-last (the last accepted token's scores); all sparse ones get the same budget per layer,
+k = min(n, max(--min-pages, ceil(ratio·n))) of the n complete pages, sink pages included (sgl_spec/pagetable.py).
+Every configuration is lossless, so greedy outputs must agree across configurations (bit-exact on the fp32 CPU
+smoke run; on bf16 GPUs a near-tie can flip when γ changes the verify's summation order): reported, not enforced.
+
+  python3 bench/bench_acceptance.py --device cuda --model .devmodel/pycode-30m --out $OUT/acceptance.json
+  python3 bench/bench_acceptance.py --device cuda --grid full --gammas 2,4 ...   # full grid, first half; then
+  python3 bench/bench_acceptance.py --device cuda --grid full --gammas 6,8 --merge ...
+  python bench/bench_acceptance.py --smoke                        # CPU, 2 prompts x 600 tokens, 2 configs, ~2 min
+
+GPU time (H100, estimated, not measured): one launch = 20-40 s startup (no decode CUDA graphs) + ~5-15 s of work
+(20 prompts = 195k prefill tokens through the pure-torch prefill, a few hundred ms per 15k prompt; 20 x 128 tokens
+in batches of 8, γ+1 eager forwards of a few ms per round) + a few s shutdown, ≈ 40-55 s; the first launch of each
+γ adds Triton JIT time (~20-60 s, then cached). Serial: quick grid (20 configs) ≈ 15 min, full grid (32) ≈ 25 min.
+With --parallel 4 (default on cuda: 4 servers share the GPU, each with a fixed small KV pool): quick ≈ 5-7 min,
+full ≈ 9-11 min, so the full grid runs as two commands (--gammas 2,4, then --gammas 6,8 --merge).
+--time-budget-s (480 on cuda) starts no configuration later than that, so a command ends within the 10-minute
+device limit even if the estimate is off; finished rows are written after every configuration.
+
+Output: one printed line per configuration; bench/results/acceptance.json (device, versions, command, rows; with
+--merge, rows of other configurations already in the file are kept) and acceptance.png (bench/plot_acceptance.py).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import acceptance_server as srvlib  # noqa: E402
+import prompts as prompt_set  # noqa: E402
+
+REPO = srvlib.REPO
+T0 = time.monotonic()
+_LOCK = threading.Lock()
+
+
+def log(msg):
+    with _LOCK:
+        print(msg, flush=True)
+
+
+def parse_args(argv=None):
+    floats = lambda s: [float(x) for x in s.split(",") if x]  # noqa: E731
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=None, help="default <repo>/models/pycode-30m, else "
+                    "<repo>/../shared/models/pycode-30m")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cpu with --smoke, else cuda")
+    ap.add_argument("--grid", choices=["quick", "full"], default="quick", help=(
+        "quick (default, 20 configs): γ=4 with every policy and ratio, plus γ=2,6,8 with dense and each sparse "
+        "policy at the middle ratio; full (32): every policy × ratio × γ (topk-last at --last-ratios)"))
+    ap.add_argument("--policies", type=lambda s: s.split(","), default=["dense", "topk", "streaming", "topk-last"])
+    ap.add_argument("--ratios", type=floats, default=[0.03, 0.07, 0.15], help="topk and streaming budgets")
+    ap.add_argument("--last-ratios", type=floats, default=[0.07], help="topk-last budgets")
+    ap.add_argument("--gammas", type=ints, default=[2, 4, 6, 8])
+    ap.add_argument("--min-pages", type=int, default=1, help="1: the ratio alone sets the budget (server default 8)")
+    ap.add_argument("--sink-pages", type=int, default=1)
+    ap.add_argument("--page-size", type=int, default=64)
+    ap.add_argument("--prompts", type=Path, default=prompt_set.DEFAULT_OUT)
+    ap.add_argument("--num-prompts", type=int, default=None, help="first N prompts (default all)")
+    ap.add_argument("--cut", type=int, default=None, help="cut every prompt to this many tokens")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--concurrency", type=int, default=None, help="requests in flight per server (default 8; "
+                    "CPU 2): acceptance is per request, batching only saves time")
+    ap.add_argument("--parallel", type=int, default=None, help="servers running at once (default 4 on cuda, "
+                    "2 for --smoke, else 1)")
+    ap.add_argument("--cuda-graph", action="store_true", help="keep SGLang's decode CUDA graphs (slower startup)")
+    ap.add_argument("--server-arg", action="append", default=[], help="extra server argument (repeatable, "
+                    "e.g. --server-arg=--chunked-prefill-size=4096)")
+    ap.add_argument("--python", default=sys.executable, help="python that runs the server (cuda)")
+    ap.add_argument("--site", default="/tmp/site", help="SGLang's offline install on the GPU machine (cuda)")
+    ap.add_argument("--time-budget-s", type=float, default=None, help="start no new configuration after this many "
+                    "seconds (default 480 on cuda, none on cpu); finished rows are always written")
+    ap.add_argument("--startup-timeout-s", type=float, default=600)
+    ap.add_argument("--out", type=Path, default=None, help="JSON path (default bench/results/acceptance.json; "
+                    "--smoke: /tmp/sgl_spec_acceptance/acceptance.json)")
+    ap.add_argument("--merge", action="store_true", help="keep rows of other configurations already in --out")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="CPU: 2 prompts cut to 600 tokens, 16 new tokens, 2 configs")
+    a = ap.parse_args(argv)
+    a.device = a.device or ("cpu" if a.smoke else "cuda")
+    if a.smoke:
+        a.num_prompts, a.cut, a.max_new_tokens = a.num_prompts or 2, a.cut or 600, 16
+    a.model = a.model or next((p for p in (REPO / "models" / "pycode-30m", REPO.parent / "shared" / "models" /
+                                           "pycode-30m") if p.is_dir()), REPO / "models" / "pycode-30m")
+    a.concurrency = a.concurrency or (2 if a.device == "cpu" else 8)
+    # Servers at once: startup is mostly single-threaded Python and waiting, and the model is tiny (GPU: 4; the
+    # 2-config CPU smoke: 2, ~20 s less on 2 cores; other CPU runs: 1).
+    a.parallel = a.parallel or (4 if a.device == "cuda" else 2 if a.smoke else 1)
+    a.model = a.model.resolve()  # the server runs in the log folder
+    if a.time_budget_s is None and a.device == "cuda":
+        a.time_budget_s = 480  # + one last wave of ~1 min stays under the GPU machine's 10 minutes per command
+    a.out = a.out or (Path("/tmp/sgl_spec_acceptance/acceptance.json") if a.smoke
+                      else REPO / "bench" / "results" / "acceptance.json")
+    bad = set(a.policies) - {"dense", "topk", "streaming", "topk-last"}
+    if bad:
+        ap.error(f"unknown --policies {sorted(bad)}")
+    return a
+
+
+def grid(a) -> list[dict]:
+    """Configurations: dicts with policy, ratio (None for dense) and gamma, in run order."""
+    def cfgs(policy, gamma, ratios):
+        if policy not in a.policies or gamma not in a.gammas:
+            return []
+        if policy == "dense":
+            return [dict(policy="dense", ratio=None, gamma=gamma)]
+        return [dict(policy=policy, ratio=r, gamma=gamma) for r in ratios]
+
+    if a.smoke:
+        return [dict(policy="topk-last", ratio=0.07, gamma=4), dict(policy="streaming", ratio=0.07, gamma=2)]
+    out = []
+    for g in a.gammas:
+        full = a.grid == "full" or g == 4
+        mid = [a.ratios[len(a.ratios) // 2]] if a.ratios else []
+        out += cfgs("dense", g, [])
+        out += cfgs("topk", g, a.ratios if full else mid)
+        out += cfgs("streaming", g, a.ratios if full else mid)
+        out += cfgs("topk-last", g, a.last_ratios if full else a.last_ratios[:1])
+    return out
+
+
+def server_args(a, cfg, max_prompt) -> list[str]:
+    args = ["--page-size", a.page_size, "--spec-algo", "quantspec", "--speculative-num-steps", cfg["gamma"]]
+    if cfg["policy"] == "dense":
+        args += ["--quantspec-dense-draft"]
+    else:
+        args += ["--quantspec-draft-pages", cfg["policy"], "--quantspec-topk-ratio", cfg["ratio"],
+                 "--quantspec-min-pages", a.min_pages, "--quantspec-sink-pages", a.sink_pages]
+    per_req = -(-(max_prompt + a.max_new_tokens + 2 * a.page_size) // a.page_size) * a.page_size
+    # A fixed KV pool: several servers share the GPU, and SGLang would otherwise give the first one almost all of it.
+    args += ["--max-total-tokens", max(4096, a.concurrency * per_req), "--context-length", max_prompt +
+             a.max_new_tokens + 2 * a.page_size]
+    if a.device == "cpu":
+        args += ["--dtype", "float32"]  # exact comparisons across configurations; bf16 matmuls are slow on CPU
+    elif not a.cuda_graph:
+        args += ["--disable-decode-cuda-graph"]  # acceptance does not depend on graphs; capture costs startup time
+    return [str(x) for x in args] + list(a.server_arg)
+
+
+def metrics(results, gamma) -> dict:
+    """Pooled α, τ and per-position acceptance over the prompts' meta_info."""
+    hist = [0] * (gamma + 1)
+    verify = completion = correct = proposed = 0
+    for r in results:
+        mi = r["meta_info"]
+        verify += mi.get("spec_verify_ct", 0)
+        completion += mi["completion_tokens"]
+        correct += mi.get("spec_num_correct_drafts", 0)
+        proposed += mi.get("spec_num_proposed_drafts", 0)
+        for n, c in enumerate(mi.get("spec_correct_drafts_histogram") or []):
+            hist[min(n, gamma)] += c
+    total = sum(hist)
+    reach = [sum(hist[i:]) / total if total else None for i in range(gamma + 1)]
+    pos = [reach[i] / reach[i - 1] if reach[i - 1] else None for i in range(1, gamma + 1)]
+    return dict(alpha=correct / proposed if proposed else None, tau=completion / verify if verify else None,
+                pos_accept=pos, reach=reach[1:], hist=hist, verify_ct=verify, completion_tokens=completion,
+                correct_drafts=correct, proposed_drafts=proposed)
+
+
+def run_config(a, cfg, prompts, log_dir) -> dict:
+    t0 = time.monotonic()
+    args = server_args(a, cfg, max(len(p["input_ids"]) for p in prompts))
+    kw = {} if a.device == "cpu" else dict(python=a.python, site=a.site, overlay=a.overlay)
+    with srvlib.launch(a.device, a.model, args, log_dir, timeout=a.startup_timeout_s, **kw) as srv:
+        t1 = time.monotonic()
+        with ThreadPoolExecutor(a.concurrency) as ex:
+            res = list(ex.map(lambda p: srv.generate(p["input_ids"], a.max_new_tokens), prompts))
+        t2 = time.monotonic()
+    row = dict(cfg, min_pages=a.min_pages if cfg["policy"] != "dense" else None,
+               sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
+               max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
+               prompt_tokens=[len(p["input_ids"]) for p in prompts], **metrics(res, cfg["gamma"]),
+               startup_s=round(srv.startup_s, 1), generate_s=round(t2 - t1, 1), total_s=round(time.monotonic() - t0, 1),
+               server_args=args)
+    row["per_prompt"] = [dict(source=p["source"], n_tokens=len(p["input_ids"]),
+                              output_sha1=hashlib.sha1(json.dumps(r["output_ids"]).encode()).hexdigest()[:16],
+                              **{k: r["meta_info"].get(k) for k in ("completion_tokens", "spec_verify_ct",
+                                                                     "spec_num_correct_drafts",
+                                                                     "spec_correct_drafts_histogram")})
+                         for p, r in zip(prompts, res)]
+    return row
+
+
+def describe(row) -> str:
+    fmt = lambda x: "  -  " if x is None else f"{x:.3f}"  # noqa: E731
+    name = row["policy"] + ("" if row["ratio"] is None else f"@{row['ratio']:g}")
+    return (f"{name:16s} γ={row['gamma']}  α={fmt(row['alpha'])}  τ={fmt(row['tau'])}  pos=["
+            + " ".join(fmt(x) for x in row["pos_accept"]) + f"]  verifies={row['verify_ct']}  "
+            f"start {row['startup_s']:.0f}s gen {row['generate_s']:.0f}s")
+
+
+def environment(a) -> dict:
+    """Device and versions as the server's Python sees them (on the GPU machine the bench's own Python may not)."""
+    code = ("import json, importlib.metadata as m, torch\n"
+            "v = {}\n"
+            "for d in ('sglang', 'torch', 'triton', 'transformers', 'flashinfer-python', 'sglang-kernel'):\n"
+            "    try: v[d] = m.version(d)\n"
+            "    except Exception: pass\n"
+            "dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu'\n"
+            "print('ENV ' + json.dumps({'device': dev, 'versions': v}))\n")
+    _, env = srvlib.command_and_env(a.device, a.model, 0, [], **({} if a.device == "cpu" else dict(
+        python=a.python, site=a.site, overlay=a.overlay)))
+    info = {"device": a.device, "versions": {}}
+    try:
+        out = subprocess.run([a.python if a.device == "cuda" else sys.executable, "-c", code], env=env, cwd="/tmp",
+                             capture_output=True, text=True, timeout=300).stdout
+        info = json.loads(next(x for x in out.splitlines() if x.startswith("ENV "))[4:])
+    except Exception as e:  # versions are nice to have; the run is the result
+        info["error"] = f"{type(e).__name__}: {e}"
+    try:
+        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
+                                text=True, timeout=30).stdout.strip()
+    except OSError:
+        commit = ""
+    info["versions"]["sgl-spec"] = commit or "unknown (no git)"
+    info["cpu_count"] = os.cpu_count()
+    return info
+
+
+def agreement(rows) -> dict:
+    """Per prompt: do all configurations produce the same greedy output? (lossless ⇒ yes, up to bf16 near-ties)"""
+    by_prompt = {}
+    for r in rows:
+        for p in r.get("per_prompt", []):
+            by_prompt.setdefault((p["source"], p["n_tokens"], r["max_new_tokens"]), set()).add(p["output_sha1"])
+    same = sum(len(v) == 1 for v in by_prompt.values())
+    return {"prompts": len(by_prompt), "identical_across_configs": same}
+
+
+def write(a, info, rows):
+    key = lambda r: (r["policy"], r["ratio"], r["gamma"], r.get("min_pages"), r.get("sink_pages"),  # noqa: E731
+                     r["page_size"], r["max_new_tokens"], r["num_prompts"], tuple(r["prompt_tokens"]))
+    old = []
+    if a.merge and a.out.exists():
+        with contextlib.suppress(ValueError, OSError):  # an unreadable old file: start afresh
+            old = json.loads(a.out.read_text()).get("rows", [])
+    new_keys = {key(r) for r in rows}
+    merged = [r for r in old if key(r) not in new_keys] + rows
+    doc = dict(info, command=" ".join([Path(sys.executable).name] + sys.argv), model=str(a.model),
+               prompts=str(a.prompts), settings=dict(concurrency=a.concurrency, parallel=a.parallel,
+                                                     cuda_graph=a.cuda_graph, grid=a.grid),
+               elapsed_s=round(time.monotonic() - T0, 1), outputs=agreement(merged), rows=merged)
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = a.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(a.out)
+    return doc
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    prompts = prompt_set.load(a.prompts, limit=a.num_prompts, cut=a.cut)
+    configs = grid(a)
+    a.overlay = srvlib.overlay_dir() if a.device == "cuda" else None
+    log_dir = a.out.parent / "acceptance_logs"
+    log(f"[acceptance] {len(configs)} configurations x {len(prompts)} prompts "
+        f"({min(len(p['input_ids']) for p in prompts)}-{max(len(p['input_ids']) for p in prompts)} tokens), "
+        f"{a.max_new_tokens} new tokens, device {a.device}, {a.parallel} server(s) at once, logs {log_dir}")
+    info = environment(a)
+    log(f"[acceptance] {info.get('device')} {info.get('versions')}")
+    rows, failed = [], []
+
+    def one(cfg):
+        if a.time_budget_s is not None and time.monotonic() - T0 > a.time_budget_s:
+            failed.append(dict(cfg, error="skipped: --time-budget-s"))
+            return
+        try:
+            row = run_config(a, cfg, prompts, log_dir)
+        except Exception as e:  # one broken configuration must not lose the others
+            failed.append(dict(cfg, error=f"{type(e).__name__}: {str(e)[-3000:]}"))
+            log(f"[acceptance] FAILED {cfg}: {type(e).__name__}: {str(e)[-1500:]}")
+            return
+        with _LOCK:
+            rows.append(row)
+            write(a, info, rows)
+        log(describe(row))
+
+    with ThreadPoolExecutor(a.parallel) as ex:
+        list(ex.map(one, configs))
+    doc = write(a, dict(info, failed=failed), rows)
+    ag = doc["outputs"]
+    log(f"[acceptance] {len(rows)}/{len(configs)} configurations in {time.monotonic() - T0:.0f}s; greedy outputs "
+        f"identical across configurations for {ag['identical_across_configs']}/{ag['prompts']} prompts; {a.out}")
+    for f in failed:
+        log(f"[acceptance] not run: {f['policy']} ratio={f['ratio']} γ={f['gamma']}: {f['error'][:200]}")
+    if not a.no_plot and rows:
+        try:
+            import plot_acceptance
+
+            log(f"[plot] {plot_acceptance.plot(a.out, a.out.with_suffix('.png'))}")
+        except Exception as e:  # no matplotlib on the GPU machine, say: the JSON is the result
+            log(f"[plot] skipped ({type(e).__name__}: {e}); run: python bench/plot_acceptance.py {a.out}")
+    return 0 if rows and not [f for f in failed if not f["error"].startswith("skipped")] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

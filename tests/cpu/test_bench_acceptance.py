@@ -1,0 +1,110 @@
+"""The acceptance study tool (bench/bench_acceptance.py, bench/prompts.py): its grid, its metrics, the committed
+prompt set, and the --smoke run end to end on CPU (two real servers, ~2 min on 2 cores)."""
+import hashlib
+import json
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+import bench_acceptance as ba  # noqa: E402
+import prompts as prompt_set  # noqa: E402
+
+
+def test_grids():
+    quick = ba.grid(ba.parse_args(["--device", "cpu"]))
+    full = ba.grid(ba.parse_args(["--device", "cpu", "--grid", "full"]))
+    key = lambda c: (c["policy"], c["ratio"], c["gamma"])  # noqa: E731
+    assert len(full) == 32 and len({key(c) for c in full}) == 32  # 4 γ x (dense + 3 topk + 3 streaming + 1 last)
+    assert len(quick) == 20 and {key(c) for c in quick} <= {key(c) for c in full}
+    at4 = [c for c in quick if c["gamma"] == 4]
+    assert len(at4) == 8  # every policy and ratio at γ = 4
+    for g in (2, 6, 8):  # the γ sweep: dense and each sparse policy at 7%
+        assert sorted(key(c) for c in quick if c["gamma"] == g) == sorted(
+            [("dense", None, g), ("topk", 0.07, g), ("streaming", 0.07, g), ("topk-last", 0.07, g)])
+    half = ba.grid(ba.parse_args(["--device", "cpu", "--grid", "full", "--gammas", "2,4", "--policies", "topk"]))
+    assert [key(c) for c in half] == [("topk", r, g) for g in (2, 4) for r in (0.03, 0.07, 0.15)]
+
+
+def test_server_args_per_policy():
+    a = ba.parse_args(["--device", "cuda"])
+    dense = ba.server_args(a, dict(policy="dense", ratio=None, gamma=6), 15360)
+    assert "--quantspec-dense-draft" in dense and "--quantspec-draft-pages" not in dense
+    assert dense[dense.index("--speculative-num-steps") + 1] == "6" and "--disable-decode-cuda-graph" in dense
+    last = ba.server_args(a, dict(policy="topk-last", ratio=0.03, gamma=4), 15360)
+    i = last.index("--quantspec-draft-pages")
+    assert last[i + 1: i + 8] == ["topk-last", "--quantspec-topk-ratio", "0.03", "--quantspec-min-pages", "1",
+                                  "--quantspec-sink-pages", "1"]
+    # fixed pool: 8 requests of the longest prompt + new tokens, page aligned
+    assert int(last[last.index("--max-total-tokens") + 1]) == 8 * (15360 + 128 + 128)
+
+
+def test_metrics_from_histograms():
+    """Two prompts, γ = 3: h = [verifies accepting 0, 1, 2, 3 drafts]."""
+    res = [{"meta_info": {"completion_tokens": 10, "spec_verify_ct": 4, "spec_num_correct_drafts": 6,
+                          "spec_num_proposed_drafts": 12, "spec_correct_drafts_histogram": [1, 0, 1, 2]}},
+           {"meta_info": {"completion_tokens": 5, "spec_verify_ct": 2, "spec_num_correct_drafts": 3,
+                          "spec_num_proposed_drafts": 6, "spec_correct_drafts_histogram": [0, 1, 1]}}]
+    m = ba.metrics(res, 3)
+    assert m["hist"] == [1, 1, 2, 2] and m["verify_ct"] == 6
+    assert m["alpha"] == 9 / 18 and m["tau"] == 15 / 6
+    assert m["reach"] == pytest.approx([5 / 6, 4 / 6, 2 / 6])
+    assert m["pos_accept"] == pytest.approx([5 / 6, 4 / 5, 2 / 4])
+
+
+def test_committed_prompt_set():
+    path = prompt_set.DEFAULT_OUT
+    assert path.stat().st_size < 2 * 2**20
+    data = json.loads(path.read_text())
+    ps = data["prompts"]
+    assert len(ps) >= 20
+    lens = [p["n_tokens"] for p in ps]
+    assert lens == prompt_set.targets(20, 4096, 15360) and min(lens) >= 4096 and max(lens) <= 15360
+    assert all(len(p["input_ids"]) == p["n_tokens"] for p in ps)
+    assert all(0 <= t < 8192 for p in ps for t in p["input_ids"])  # pycode-30m's vocabulary
+    assert len({p["source"] for p in ps}) == len(ps)  # every prompt from a different file
+    cut = prompt_set.load(path, limit=2, cut=600)
+    assert [len(p["input_ids"]) for p in cut] == [600, 600] and cut[0]["input_ids"] == ps[0]["input_ids"][:600]
+
+
+def test_prompts_are_the_starts_of_the_stdlib_files():
+    """Decoding each prompt gives the start of the file it names (checked where that very file is at hand)."""
+    from tokenizers import Tokenizer
+
+    data = json.loads(prompt_set.DEFAULT_OUT.read_text())
+    tok = Tokenizer.from_file(str(REPO / "tests" / "assets" / "tokenizer" / "tokenizer.json"))
+    root = Path(sysconfig.get_paths()["stdlib"])
+    same = [p for p in data["prompts"] if (root / p["source"]).is_file() and hashlib.sha256(
+        (root / p["source"]).read_bytes()).hexdigest() == p["file_sha256"]]
+    if not same:
+        pytest.skip(f"this Python ({sys.version.split()[0]}) has none of the prompt files of {data['python']}")
+    for p in same:
+        text = (root / p["source"]).read_text(encoding="utf-8")
+        assert tok.encode(text).ids[: p["n_tokens"]] == p["input_ids"], p["source"]
+
+
+@pytest.mark.server
+def test_smoke_run(tmp_path):
+    out = tmp_path / "acceptance.json"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "bench_acceptance.py"), "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["device"] == "cpu" and doc["versions"]["sglang"] and "--smoke" in doc["command"]
+    rows = {r["policy"]: r for r in doc["rows"]}
+    assert set(rows) == {"topk-last", "streaming"}
+    for r in rows.values():
+        g = r["gamma"]
+        assert r["num_prompts"] == 2 and r["prompt_tokens"] == [600, 600]
+        assert 0.0 <= r["alpha"] <= 1.0 and 1.0 <= r["tau"] <= g + 1
+        assert len(r["pos_accept"]) == g and len(r["hist"]) == g + 1 and sum(r["hist"]) == r["verify_ct"]
+        assert r["completion_tokens"] == 2 * 16
+        assert r["alpha"] == pytest.approx(sum(n * h for n, h in enumerate(r["hist"])) / (g * r["verify_ct"]))
+    # lossless: fp32 on CPU, so both policies (and γ 2 vs 4) give the very same greedy tokens
+    assert doc["outputs"] == {"prompts": 2, "identical_across_configs": 2}
+    lines = [x for x in proc.stdout.splitlines() if " α=" in x]
+    assert len(lines) == 2, proc.stdout
