@@ -1,0 +1,338 @@
+#!/usr/bin/env python
+"""End-to-end decode benchmark: the real SGLang server per (mode, γ), driven over HTTP by concurrent streams.
+
+Per server, for every (ctx, batch) of the grid: ``batch`` requests with distinct ``ctx``-token prompts start at once
+(greedy, ignore_eos, ``--gen`` new tokens); the decode window runs from "all prefills done" to "first request
+finished" (bench/e2e_client.py). One printed line and one JSON row per configuration; bench/results/e2e.json is
+rewritten after each (merged with earlier runs: a rerun continues where the last one stopped, ``--redo`` repeats).
+
+Modes (bench/e2e_server.py): bf16 (stock SGLang, default backend), int8 (``--attention-backend quantspec``),
+int8-eager (same without CUDA graphs), spec-dense (``--spec-algo quantspec --quantspec-dense-draft``), spec-topk
+(``--spec-algo quantspec``). ``--gammas`` applies to the spec modes; ``auto`` takes each mode's best γ of the sweeps
+already in the JSON (else the cost model's). Models: pycode-30m (real weights, Python prompts from the stdlib) or a
+built-in config-only model with ``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; its
+acceptance is flagged meaningless).
+
+  # GPU: gpu-kit in /tmp/site, sgl-spec installed (the server loads it as an SGLang plugin), pycode-30m in /tmp/m
+  python3 -m pip install -q --no-deps --no-index --no-build-isolation --target /tmp/sglspec .
+  export PYTHONPATH=/tmp/sglspec:/tmp/site HF_HUB_OFFLINE=1 SGLANG_USE_SGL_FA3_KERNEL=1
+  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes bf16,int8 --budget-s 540        # baselines
+  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk --gammas 2,4,6 \
+      --ctx 4096,15360 --batch 1,32,128 --budget-s 540                                         # γ sweep
+  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk,spec-dense --gammas auto --budget-s 540
+  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8,spec-topk --budget-s 540  # step costs
+  python bench/plot_e2e.py bench/results/e2e.json                                              # PNGs (CPU is fine)
+  # CPU: tiny random Llama, bf16 + spec-topk (γ=2) x 4 configurations, every code path (~2 min)
+  python bench/bench_e2e.py --smoke
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import e2e_client
+import e2e_results
+import e2e_server
+from e2e_prompts import PythonCorpus, random_prompts
+
+T0 = time.monotonic()  # --budget-s counts from process start
+REPO = Path(__file__).resolve().parent.parent
+
+
+def parse_args(argv=None):
+    ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="NAME=PATH (real weights) or a built-in dummy: llama3-8b-dummy, tiny-dummy "
+                                    "(default pycode-30m=../shared/models/pycode-30m)")
+    ap.add_argument("--modes", help=",".join(e2e_server.MODES) + " (default bf16,int8,spec-dense,spec-topk; "
+                                    "--smoke: bf16,spec-topk)")
+    ap.add_argument("--gammas", help="γ list for the spec modes, or 'auto' (default 4; --smoke: 2)")
+    ap.add_argument("--ctx", type=ints, help="prompt lengths (default 4096,8192,15360; 8B dummy 32768,65536)")
+    ap.add_argument("--batch", type=ints, help="concurrent requests (default 1,8,32,64,128; 8B dummy 1,4,8)")
+    ap.add_argument("--gen", type=int, help="new tokens per request (default 512; 8B dummy 256)")
+    ap.add_argument("--skip", type=int, default=8, help="decode tokens per request before the window opens")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--mem-fraction", type=float, default=0.85)
+    ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummy 8192)")
+    ap.add_argument("--extra", default="", help="more server arguments, one shell-quoted string")
+    ap.add_argument("--procs", type=int, default=8, help="client processes at most (16 requests each)")
+    ap.add_argument("--budget-s", "--time-budget-s", type=float, default=540,
+                    help="start no server/configuration that would not finish within this many seconds")
+    ap.add_argument("--out", help="results folder (default bench/results; --smoke: /tmp/sgl_spec_e2e_smoke)")
+    ap.add_argument("--log-dir", help="server logs (default <out>/e2e_logs)")
+    ap.add_argument("--redo", action="store_true", help="rerun configurations the JSON already has")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="CPU: tiny random Llama, bf16 + spec-topk, 4 configs")
+    a = ap.parse_args(argv)
+    a.modes = (a.modes or ("bf16,spec-topk" if a.smoke else "bf16,int8,spec-dense,spec-topk")).split(",")
+    a.gammas = a.gammas or ("2" if a.smoke else "4")
+    bad = set(a.modes) - set(e2e_server.MODES)
+    if bad:
+        ap.error(f"unknown --modes {sorted(bad)}")
+    a.device = "cpu" if a.smoke else "cuda"
+    big = bool(a.model and a.model.startswith("llama3-8b"))
+    if a.smoke:
+        a.ctx, a.batch, a.gen = a.ctx or [96, 200], a.batch or [1, 3], a.gen or 24
+        a.skip = min(a.skip, 2)
+    a.ctx = a.ctx or ([32768, 65536] if big else [4096, 8192, 15360])
+    a.batch = a.batch or ([1, 4, 8] if big else [1, 8, 32, 64, 128])
+    a.gen = a.gen or (256 if big else 512)
+    a.chunk = a.chunk or (8192 if big else 16384)
+    a.out = Path(a.out or ("/tmp/sgl_spec_e2e_smoke" if a.smoke else REPO / "bench" / "results"))
+    a.log_dir = Path(a.log_dir or a.out / "e2e_logs")
+    return a
+
+
+def device_name(device: str) -> str:
+    if device == "cpu":
+        return "cpu"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30).stdout.strip().splitlines()
+        if out:
+            return out[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "cuda"
+
+
+def resolve_model(a):
+    """(name, path, dummy) for --model; --smoke builds the tests' tiny random Llama."""
+    if a.smoke and not a.model:
+        sys.path.insert(0, str(REPO / "tests" / "cpu" / "shims"))
+        import torchvision_fix  # transformers imports the CUDA-built torchvision (tests/cpu/shims)
+
+        torchvision_fix.install()
+        from tinymodel import make_tiny_llama  # tests/cpu is on sys.path (e2e_server imports harness)
+
+        return "tiny-llama", make_tiny_llama(a.out / "models" / "tiny-llama", dtype="float32"), False
+    spec = a.model or f"pycode-30m={REPO.parent / 'shared' / 'models' / 'pycode-30m'}"
+    if spec in e2e_server.BUILTIN_DUMMY:
+        return spec, e2e_server.write_dummy_model(spec, a.out / "models"), True
+    name, _, path = spec.partition("=")
+    if not path or not (Path(path) / "config.json").exists():
+        raise SystemExit(f"--model {spec}: expected NAME=PATH to a checkpoint folder, or one of "
+                         f"{sorted(e2e_server.BUILTIN_DUMMY)}")
+    return name, Path(path), False
+
+
+def plan(a, doc, device, model) -> list[tuple[str, int]]:
+    """(mode, γ) per server, in order; γ = 0 for the non-speculative modes."""
+    out = []
+    for mode in a.modes:
+        if not e2e_server.MODES[mode]["spec"]:
+            out.append((mode, 0))
+            continue
+        if a.gammas == "auto":
+            g = doc.get("gamma", {}).get(f"{device}|{model}|{mode}", {})
+            out.append((mode, int(g.get("measured_best") or g.get("costmodel_best") or 4)))
+        else:
+            out += [(mode, int(x)) for x in a.gammas.split(",")]
+    return out
+
+
+class Clock:
+    """Budget bookkeeping: how long a server start and a configuration take, learnt as the run goes."""
+
+    def __init__(self, budget_s, device):
+        self.budget = budget_s
+        self.startup = 45.0 if device == "cpu" else 150.0
+        self.rate = None  # seconds per (batch × (ctx + gen)) of the configurations run so far (max)
+
+    def left(self):
+        return self.budget - (time.monotonic() - T0)
+
+    def est_config(self, b, ctx, gen):
+        base = 10.0 if self.rate is None else self.rate * b * (ctx + gen)
+        return 1.5 * base + 5.0
+
+    def learn(self, b, ctx, gen, seconds):
+        r = seconds / (b * (ctx + gen))
+        self.rate = r if self.rate is None else max(self.rate, r)
+
+
+def _row_base(a, device, model, mode, gamma, ctx, b):
+    return {"device": device, "model": model, "mode": mode, "gamma": gamma, "ctx": ctx, "batch": b, "gen": a.gen,
+            "temperature": a.temperature}
+
+
+def run_server(a, doc, clock, ctx_info, mode, gamma):
+    device, model, path, dummy, cfg, page, prompts_for = ctx_info
+    todo = [(ctx, b) for ctx in a.ctx for b in a.batch
+            if a.redo or not e2e_results.done(doc, _row_base(a, device, model, mode, gamma, ctx, b))]
+    if not todo:
+        print(f"[e2e] {mode} γ={gamma}: all configurations already in the JSON (--redo repeats them)", flush=True)
+        return
+    first = clock.est_config(todo[0][1], todo[0][0], a.gen)
+    if clock.left() < clock.startup + first:
+        return _skip_all(a, doc, todo, device, model, mode, gamma, "budget (server start)")
+    quant, spec = e2e_server.MODES[mode]["quant"], e2e_server.MODES[mode]["spec"]
+    max_b, max_ctx = max(b for _, b in todo), max(c for c, _ in todo)
+    if a.device == "cpu":
+        args = e2e_server.cpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
+                                   quant=quant)
+        if mode == "spec-topk":
+            args += ["--quantspec-min-pages", "1"]
+    else:
+        args = e2e_server.gpu_args(path, max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
+                                   chunk=a.chunk, mem_fraction=a.mem_fraction)
+    args += e2e_server.mode_args(mode, gamma) + shlex.split(a.extra)
+    page_eff = page if quant else 1
+    try:
+        with e2e_server.launch(args, device=a.device, log_dir=a.log_dir / model, model_dir=path,
+                               timeout=max(60.0, min(900.0, clock.left() - 30))) as srv:
+            clock.startup = max(clock.startup, srv.startup_s + 10)
+            info = srv.info()
+            start_log = srv.log_since(0)
+            kv = e2e_server.kv_bytes_from_log(start_log)
+            common = {"sglang": info.get("version"), "server_startup_s": srv.startup_s,
+                      "max_total_num_tokens": info.get("max_total_num_tokens"), "server_args": args,
+                      "kv_bytes_per_token": e2e_server.kv_bytes_formula(cfg, quant, page, 4 if a.smoke else 2), **kv,
+                      "acceptance_meaningful": spec and not dummy}
+            _warmup(srv, prompts_for, a, max_ctx, gamma)
+            for i, (ctx, b) in enumerate(todo):
+                row = {**_row_base(a, device, model, mode, gamma, ctx, b), **common}
+                cap = info.get("max_total_num_tokens") or 0
+                need = b * (ctx + a.gen + gamma + 1 + page_eff)
+                if cap and need > 0.95 * cap:
+                    _record(a, doc, {**row, "status": "skipped", "reason": f"KV capacity: needs {need} of {cap}"})
+                    continue
+                if clock.left() < clock.est_config(b, ctx, a.gen) + 5:
+                    _skip_all(a, doc, todo[i:], device, model, mode, gamma, "budget")
+                    return
+                if not srv.alive():
+                    _skip_all(a, doc, todo[i:], device, model, mode, gamma, "server died", status="failed",
+                              tail=srv.log_since(max(0, srv.log_size() - 4000)))
+                    return
+                _record(a, doc, _measure(a, srv, clock, row, prompts_for(ctx, b)))
+    except Exception as exc:  # a server that does not start fails its configurations, not the benchmark
+        left = [(c, b) for c, b in todo if not e2e_results.done(doc, _row_base(a, device, model, mode, gamma, c, b))]
+        _skip_all(a, doc, left, device, model, mode, gamma, f"{type(exc).__name__}: {str(exc)[-3000:]}",
+                  status="failed")
+
+
+def _warmup(srv, prompts_for, a, max_ctx, gamma):
+    """First-use compilations (Triton kernels, eager draft paths) happen here, not in a measured window."""
+    n = min(4, max(a.batch))
+    for ctx in sorted({min(a.ctx), max_ctx}):
+        e2e_client.run_batch(srv.url, prompts_for(ctx, n, seed_extra=7), max_new_tokens=2 * gamma + 16,
+                             temperature=a.temperature, timeout=600, procs=1, lead_s=0.1)
+    srv.flush_cache()
+
+
+def _measure(a, srv, clock, row, prompts):
+    t_start = time.monotonic()
+    srv.flush_cache()  # nothing cached from the previous configuration
+    offset = srv.log_size()
+    procs = 1 if a.device == "cpu" else max(1, min(a.procs, math.ceil(row["batch"] / 16)))
+    traces = e2e_client.run_batch(srv.url, prompts, max_new_tokens=a.gen, temperature=a.temperature,
+                                  timeout=max(30.0, min(600.0, clock.left() - 15)), procs=procs)
+    m = e2e_client.window_metrics(traces, skip=a.skip)
+    log = e2e_server.steady_log_throughput(srv.log_since(offset), row["batch"])
+    wall = time.monotonic() - t_start
+    clock.learn(row["batch"], row["ctx"], a.gen, wall)
+    out = {**row, **m, **log, "wall_s": wall, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if m.get("status") == "ok":
+        out["ctx_mid_window"] = row["ctx"] + m["generated_mid_window"]
+        if not row["acceptance_meaningful"]:
+            out["accept_length_note"] = "random weights or no speculation: not an acceptance claim"
+    return out
+
+
+def _skip_all(a, doc, todo, device, model, mode, gamma, reason, status="skipped", tail=None):
+    for ctx, b in todo:
+        row = {**_row_base(a, device, model, mode, gamma, ctx, b), "status": status, "reason": reason}
+        if tail:
+            row["log_tail"] = tail
+        _record(a, doc, row)
+
+
+def _record(a, doc, row):
+    if row.get("status") != "ok" and e2e_results.done(doc, row):
+        return  # never replace a measurement with a skip
+    e2e_results.upsert(doc, row)
+    e2e_results.derive(doc, a.model_cfgs, fit=False)
+    e2e_results.save(doc, a.out / "e2e.json")
+    r = next(x for x in doc["rows"] if e2e_results.row_key(x) == e2e_results.row_key(row))
+    f = lambda k, spec: "-" if r.get(k) is None else format(r[k], spec)  # noqa: E731
+    if r["status"] == "ok":
+        print(f"[e2e] {r['model']} {r['mode']:<10} γ={r['gamma']} ctx={r['ctx']:>6} b={r['batch']:>3}  "
+              f"tok/s {f('tok_per_s', '9.1f')} (log {f('log_tok_per_s', '.1f')})  x{f('speedup', '.2f')} vs bf16  "
+              f"τ {f('accept_length', '.2f')}  itl p50/p90 "
+              f"{f('itl_p50_ms', '.2f')}/{f('itl_p90_ms', '.2f')} ms  step {f('t_step_ms', '.2f')} ms  "
+              f"kv {f('kv_bytes_per_token', '.0f')} B/tok  window {f('window_s', '.2f')} s", flush=True)
+    else:
+        print(f"[e2e] {r['model']} {r['mode']:<10} γ={r['gamma']} ctx={r['ctx']:>6} b={r['batch']:>3}  "
+              f"{r['status'].upper()}: {str(r.get('reason'))[:300]}", flush=True)
+
+
+def _summary(doc, device, model):
+    """Measured vs predicted (leave-one-out cost model) speedup over bf16, every measured row of this model."""
+    rows = sorted((r for r in doc["rows"] if r["device"] == device and r["model"] == model and r.get("status") == "ok"
+                   and r["mode"] != "bf16"), key=lambda r: (r["mode"], r["gamma"], r["ctx"], r["batch"]))
+    f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+    for r in rows:
+        print(f"[e2e] summary {r['mode']:<10} γ={r['gamma']} ctx={r['ctx']:>6} b={r['batch']:>3}  speedup "
+              f"{f(r.get('speedup'))} predicted {f(r.get('predicted_speedup'))}  vs int8 {f(r.get('speedup_vs_int8'))}"
+              f"  α {f(r.get('alpha'))}", flush=True)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    device = device_name(a.device)
+    model, path, dummy = resolve_model(a)
+    cfg = e2e_server.model_config(path)
+    page = 32 if a.smoke else 64
+    a.model_cfgs = {model: (cfg, page)}
+    doc = e2e_results.load(a.out / "e2e.json")
+    meta = {"device": device, "model": model, "model_path": str(path), "dummy": dummy, "argv": sys.argv[1:],
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "python": sys.version.split()[0]}
+    if dummy:
+        prompts_for = lambda ctx, b, seed_extra=0: random_prompts(  # noqa: E731
+            b, ctx, cfg["vocab_size"], seed=ctx * 1009 + b * 7 + seed_extra)
+        meta["prompts"] = f"random token ids in [1, {cfg['vocab_size']})"
+    else:
+        corpus = PythonCorpus(path / "tokenizer.json",
+                              min_tokens=50_000 if a.smoke else max(1_500_000, 4 * max(a.ctx)))
+        prompts_for = lambda ctx, b, seed_extra=0: corpus.prompts(  # noqa: E731
+            b, ctx, seed=ctx * 1009 + b * 7 + seed_extra)
+        meta["prompts"] = f"Python standard library text: {corpus.source}"
+    doc["meta"] = meta
+    doc.setdefault("runs", []).append(meta)
+    clock = Clock(a.budget_s, a.device)
+    print(f"[e2e] {device}, model {model} ({'dummy weights' if dummy else path}), grid ctx {a.ctx} x batch "
+          f"{a.batch}, gen {a.gen}, budget {a.budget_s:.0f} s", flush=True)
+    for mode, gamma in plan(a, doc, device, model):
+        run_server(a, doc, clock, (device, model, path, dummy, cfg, page, prompts_for), mode, gamma)
+        e2e_results.derive(doc, a.model_cfgs)
+        e2e_results.save(doc, a.out / "e2e.json")
+    e2e_results.derive(doc, a.model_cfgs)
+    e2e_results.save(doc, a.out / "e2e.json")
+    _summary(doc, device, model)
+    for key, g in doc.get("gamma", {}).items():
+        print(f"[e2e] γ {key}: sweep {g['sweep_geomean_speedup']} measured best {g['measured_best']}, "
+              f"cost model {g['costmodel_best']} (α median {g['alpha_median']:.2f})", flush=True)
+    cm_json = doc.get("costmodel", {}).get(f"{device}|{model}")
+    if cm_json:
+        import json
+
+        (a.out / f"costmodel_{model}.json").write_text(json.dumps(cm_json, indent=1))
+    if not a.no_plot:
+        try:
+            import plot_e2e
+
+            for p in plot_e2e.plot(a.out / "e2e.json", a.out):
+                print(f"[e2e] wrote {p}", flush=True)
+        except Exception as exc:  # plotting is a convenience; the JSON is the result
+            print(f"[e2e] plot skipped: {type(exc).__name__}: {exc}", flush=True)
+    print(f"[e2e] done in {time.monotonic() - T0:.0f} s -> {a.out / 'e2e.json'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

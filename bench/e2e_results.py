@@ -1,0 +1,178 @@
+"""bench_e2e.py's results file: rows merged across runs, fields derived from other rows, the cost-model fit.
+
+``bench/results/e2e.json``::
+
+    {"meta": {...last run...}, "runs": [...every run's meta...],
+     "rows": [{mode, model, batch, ctx, gamma, tok_per_s, baseline_tok_per_s, speedup, accept_length, itl_p50_ms,
+               kv_bytes_per_token, device, sglang, status, ...}],
+     "costmodel": {"<device>|<model>": CostModel JSON},
+     "gamma": {"<device>|<model>|<mode>": {"sweep": {γ: geomean speedup}, "measured_best": γ, "costmodel": γ}},
+     "decisions": [{model, mode, ctx, batch, predicted γ*, predicted speedup vs int8/bf16, speculate, ...}]}
+
+A row is keyed by (device, model, mode, gamma, ctx, batch); a later run replaces it. Derived on every write:
+``baseline_tok_per_s``/``speedup`` (vs the bf16 row of the same cell), ``speedup_vs_int8``, the per-step time
+(``t_step_ms``: a plain step, or a speculation round), α (from τ and γ), the fitted cost model, and each row's
+``predicted_speedup`` from a fit that leaves that row out (so predicted vs measured is an out-of-sample check).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+try:
+    import sgl_spec.costmodel as cm
+except ImportError:  # not installed: the repo itself (appended, so PyPI's `kernels` is never shadowed)
+    sys.path.append(str(REPO))
+    import sgl_spec.costmodel as cm
+
+KEY = ("device", "model", "mode", "gamma", "ctx", "batch")
+KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "int8-eager": "ar_int8_eager", "spec-dense": "round",
+        "spec-topk": "round"}
+
+
+def row_key(r: dict) -> tuple:
+    return tuple(r.get(k) for k in KEY)
+
+
+def load(path) -> dict:
+    p = Path(path)
+    if p.exists():
+        return json.loads(p.read_text())
+    return {"meta": {}, "runs": [], "rows": []}
+
+
+def save(doc: dict, path) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, p)  # atomic: a killed run never leaves a half-written file
+
+
+def upsert(doc: dict, row: dict) -> None:
+    k = row_key(row)
+    doc["rows"] = [r for r in doc["rows"] if row_key(r) != k] + [row]
+
+
+def done(doc: dict, row: dict) -> bool:
+    return any(row_key(r) == row_key(row) and r.get("status") == "ok" for r in doc["rows"])
+
+
+# ---- derived fields --------------------------------------------------------------------------------------------------
+def _observation(r: dict):
+    kind = KIND.get(r["mode"])
+    if kind is None or r.get("status") != "ok" or not r.get("t_step_ms"):
+        return None
+    o = {"kind": kind, "batch": r["batch"], "kv_tokens": r["batch"] * r.get("ctx_mid_window", r["ctx"]),
+         "t_s": r["t_step_ms"] / 1e3, "key": row_key(r)}
+    if kind == "round":
+        o.update(gamma=r["gamma"], dense=r["mode"] == "spec-dense")
+    return o
+
+
+def _step_ms(r: dict):
+    if r.get("status") != "ok" or not r.get("tok_per_s"):
+        return None
+    per_step_tokens = r["batch"] * (r.get("accept_length") or 1.0) if KIND.get(r["mode"]) == "round" else r["batch"]
+    return 1e3 * per_step_tokens / r["tok_per_s"]
+
+
+MIN_FIT_ROWS = {"ar_bf16": 3, "ar_int8": 3, "ar_int8_eager": 3, "round": 4}
+
+
+def _predict(model, r: dict):
+    """Model speedup of row ``r`` over the bf16 step of its cell, at the row's own measured α; None unless both
+    step kinds involved were fitted on enough rows (a prior-only prediction is no check of anything)."""
+    kind = KIND[r["mode"]]
+    if kind == "ar_bf16" or any(model.fit_info.get(k, {}).get("n", 0) < MIN_FIT_ROWS[k] for k in ("ar_bf16", kind)):
+        return None
+    b, kv = r["batch"], r["batch"] * r.get("ctx_mid_window", r["ctx"])
+    t_bf16 = model.step_time("ar_bf16", b, kv)
+    if kind == "round":
+        if r.get("alpha") is None:
+            return None
+        m = cm.CostModel(model.shape, model.steps, replace(model.draft, dense=r["mode"] == "spec-dense"))
+        return cm.expected_tokens(r["alpha"], r["gamma"]) * t_bf16 / m.round_time(b, kv, r["gamma"])
+    return t_bf16 / model.step_time(kind, b, kv)
+
+
+def derive(doc: dict, model_cfgs: dict, fit: bool = True) -> None:
+    """Recompute every derived field. ``model_cfgs``: model name -> (HF config dict, page size). ``fit=False``
+    skips the cost-model fits (one leave-one-out fit per row: too slow to repeat after every configuration)."""
+    rows = doc["rows"]
+    cell = lambda r, mode: next((x for x in rows if x.get("status") == "ok" and x["mode"] == mode and  # noqa: E731
+                                 all(x.get(k) == r.get(k) for k in ("device", "model", "ctx", "batch"))), None)
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        r["t_step_ms"] = _step_ms(r)
+        if KIND.get(r["mode"]) == "round" and r.get("accept_length"):
+            r["alpha"] = cm.alpha_from_tokens(r["accept_length"], r["gamma"])
+        base, int8 = cell(r, "bf16"), cell(r, "int8")
+        r["baseline_tok_per_s"] = base["tok_per_s"] if base else None
+        r["speedup"] = r["tok_per_s"] / base["tok_per_s"] if base else None
+        r["speedup_vs_int8"] = r["tok_per_s"] / int8["tok_per_s"] if int8 else None
+    if not fit:
+        return
+    doc["costmodel"], doc["decisions"] = {}, []
+    groups = {}
+    for r in rows:
+        if r["model"] in model_cfgs:
+            groups.setdefault((r["device"], r["model"]), []).append(r)
+    for (device, model), grp in groups.items():
+        cfg, page = model_cfgs[model]
+        shape = cm.ModelShape.from_hf_config(cfg, page_size=page)
+        prior = cm.default_cost_model(shape, device)
+        obs = [o for o in map(_observation, grp) if o]
+        if not obs:
+            continue
+        full = cm.fit(obs, shape, prior=prior, source=f"fitted:{device}|{model}")
+        doc["costmodel"][f"{device}|{model}"] = full.to_json()
+        for r in grp:
+            o = _observation(r)
+            if o is None:
+                continue
+            loo = cm.fit([x for x in obs if x["key"] != o["key"]], shape, prior=prior)
+            r["predicted_speedup"] = _predict(loo, r)
+            r["predicted_speedup_insample"] = _predict(full, r)
+        _gamma_and_decisions(doc, device, model, grp, full)
+
+
+def _geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+
+
+def _gamma_and_decisions(doc, device, model, grp, full) -> None:
+    gam = doc.setdefault("gamma", {})
+    for mode in ("spec-dense", "spec-topk"):
+        ok = [r for r in grp if r["mode"] == mode and r.get("status") == "ok" and r.get("speedup")]
+        if not ok:
+            continue
+        cells_by_g = {}
+        for r in ok:
+            cells_by_g.setdefault(r["gamma"], {})[(r["ctx"], r["batch"])] = r["speedup"]
+        common = set.intersection(*(set(c) for c in cells_by_g.values()))
+        sweep = {g: _geomean([c[k] for k in common]) for g, c in cells_by_g.items()}
+        alphas = sorted(r["alpha"] for r in ok if r.get("alpha") is not None)
+        alpha = alphas[len(alphas) // 2] if alphas else 0.6
+        m = cm.CostModel(full.shape, full.steps, replace(full.draft, dense=mode == "spec-dense"))
+        cells = sorted({(r["ctx"], r["batch"]) for r in grp if r.get("status") == "ok"})
+        model_g = max(cm.GAMMAS, key=lambda g: _geomean(
+            [m.speedup(b, b * ctx, g, alpha, "ar_bf16") for ctx, b in cells]) or 0)
+        gam[f"{device}|{model}|{mode}"] = {
+            "sweep_geomean_speedup": sweep, "common_cells": len(common), "alpha_median": alpha,
+            "measured_best": max(sweep, key=lambda g: sweep[g] or 0) if any(sweep.values()) else None,
+            "costmodel_best": model_g, "costmodel_fitted": sorted(full.fit_info)}
+        for ctx, b in cells:
+            g_star, s_int8 = m.best_gamma(b, b * ctx, alpha)
+            doc["decisions"].append({
+                "device": device, "model": model, "mode": mode, "ctx": ctx, "batch": b, "alpha": alpha,
+                "gamma_star": g_star, "pred_speedup_vs_int8": s_int8,
+                "pred_speedup_vs_bf16": m.speedup(b, b * ctx, g_star, alpha, "ar_bf16"),
+                "speculate": m.should_speculate(b, b * ctx, alpha, g_star)})

@@ -1,0 +1,227 @@
+"""bench_e2e.py's SGLang servers: modes, command lines, start/stop, and what the server log says.
+
+GPU: ``python3 -m sglang.launch_server`` with the caller's PYTHONPATH (gpu-kit's /tmp/site and wherever sgl-spec is
+installed), HF_HUB_OFFLINE=1 and SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/cpu/harness.py's command and
+environment (sgl_kernel shims, CPU engine). In both, cwd is the log folder (never the repo root, whose kernels/
+folder would shadow PyPI's ``kernels``) and the server runs in its own process group, killed as a group.
+
+Server settings, and why (GPU):
+* ``--context-length``: the longest prompt + generated tokens + a verify window + a page, rounded up to 1 Ki.
+* ``--cuda-graph-max-bs`` = the largest batch of the grid (every batch replays a decode graph) and
+  ``--max-running-requests`` = that + 2: with exactly as many slots as requests, SGLang 0.5.17 leaves the last
+  request queued behind a chunked prefill until the others finish (seen on CPU: one slot stays taken while a
+  chunked request is re-admitted). quantspec sizes its per-slot hot rings from this; 2 more slots cost nothing.
+* ``--chunked-prefill-size`` / ``--max-prefill-tokens``: 16 Ki for a small model (prefill of 128 × 15k prompts is
+  most of a configuration's wall time), 8 Ki for an 8B model.
+* ``--mem-fraction-static 0.85``; the KV pool capacity is read back from /server_info and a configuration that
+  would not fit all its requests at once is skipped (else "batch" would silently be smaller).
+* ``--disable-prefill-cuda-graph`` (prefill speed is not measured; saves ~45 s per start), ``--skip-tokenizer-init``
+  and ``--incremental-streaming-output`` (token ids in, disjoint chunks out: no detokenization, no O(n²) streams),
+  ``--decode-log-interval 10`` (enough "gen throughput" lines per configuration to cross-check the client).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "cpu"))
+import harness  # noqa: E402  (process-group kill, readiness wait, CPU command/env)
+
+MODES = {
+    "bf16": {"args": [], "spec": False, "quant": False, "desc": "stock SGLang, default attention backend, BF16 KV"},
+    "int8": {"args": ["--attention-backend", "quantspec"], "spec": False, "quant": True,
+             "desc": "quantspec INT8 KV, no speculation"},
+    "int8-eager": {"args": ["--attention-backend", "quantspec", "--disable-cuda-graph"], "spec": False,
+                   "quant": True, "desc": "INT8 mode without CUDA graphs (the cost of an eager plain step)"},
+    "spec-dense": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft"], "spec": True, "quant": True,
+                   "desc": "quantspec speculation, dense 4-bit draft"},
+    "spec-topk": {"args": ["--spec-algo", "quantspec"], "spec": True, "quant": True,
+                  "desc": "quantspec speculation, top-k sparse 4-bit draft"},
+}
+
+LLAMA3_8B = {  # Llama-3-8B's shape; max positions raised so 64k contexts fit (random weights: no RoPE claims)
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+    "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+    "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
+    "torch_dtype": "bfloat16", "attention_bias": False, "mlp_bias": False,
+}
+TINY_DUMMY = {**LLAMA3_8B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 8192,
+              "max_position_embeddings": 2048, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float32"}
+BUILTIN_DUMMY = {"llama3-8b-dummy": LLAMA3_8B, "tiny-dummy": TINY_DUMMY}
+
+
+def write_dummy_model(name: str, out_dir) -> Path:
+    """A config-only checkpoint for ``--load-format dummy`` (+ the repo's tokenizer files, never used with
+    --skip-tokenizer-init but some code paths look for them)."""
+    d = Path(out_dir) / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(BUILTIN_DUMMY[name], indent=1))
+    for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copyfile(REPO / "tests" / "assets" / "tokenizer" / f, d / f)
+    return d
+
+
+def model_config(model_dir) -> dict:
+    return json.loads((Path(model_dir) / "config.json").read_text())
+
+
+def mode_args(mode: str, gamma: int) -> list[str]:
+    args = list(MODES[mode]["args"])
+    if MODES[mode]["spec"]:
+        args += ["--speculative-num-steps", str(gamma)]
+    return args
+
+
+def context_length(max_ctx: int, gen: int, gamma: int, page: int = 64) -> int:
+    need = max_ctx + gen + gamma + 1 + page
+    return -(-need // 1024) * 1024
+
+
+def gpu_args(model_dir, *, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> list[str]:
+    args = ["--model-path", str(model_dir), "--host", "127.0.0.1",
+            "--context-length", str(context_length(max_ctx, gen, gamma)),
+            "--max-running-requests", str(max_batch + 2), "--cuda-graph-max-bs", str(max(max_batch, 1)),
+            "--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(chunk),
+            "--mem-fraction-static", str(mem_fraction), "--disable-prefill-cuda-graph",
+            "--skip-tokenizer-init", "--incremental-streaming-output", "--decode-log-interval", "10",
+            "--random-seed", "0"]
+    return args + (["--load-format", "dummy"] if dummy else [])
+
+
+def cpu_args(*, max_ctx, gen, gamma, max_batch, dummy, quant) -> list[str]:
+    """On top of harness.DEFAULT_ARGS (torch_native, 4096-token pool, 16 slots, no warmup)."""
+    args = ["--dtype", "float32", "--context-length", str(context_length(max_ctx, gen, gamma, 32)),
+            "--max-running-requests", str(max_batch + 2), "--chunked-prefill-size", "256",
+            "--skip-tokenizer-init", "--incremental-streaming-output", "--decode-log-interval", "2"]
+    if quant:  # several pages per prompt at smoke lengths, and a real top-k choice among them
+        args += ["--page-size", "32"]
+    return args + (["--load-format", "dummy"] if dummy else [])
+
+
+class BenchServer:
+    """One running server; ``log_since(offset)`` reads the log written after ``offset`` (a configuration's part)."""
+
+    def __init__(self, proc, port, log_path, startup_s):
+        self.proc, self.port, self.log_path, self.startup_s = proc, port, Path(log_path), startup_s
+        self.url = f"http://127.0.0.1:{port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+    def log_since(self, offset: int = 0) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+    def info(self) -> dict:
+        r = requests.get(self.url + "/server_info", timeout=60)
+        r.raise_for_status()
+        return r.json()
+
+    def flush_cache(self, tries: int = 30) -> None:
+        """The scheduler refuses while it still holds a finished request for a moment: retry."""
+        for _ in range(tries):
+            if requests.post(self.url + "/flush_cache", timeout=60).status_code == 200:
+                return
+            time.sleep(0.5)
+        raise RuntimeError("/flush_cache kept failing")
+
+
+@contextlib.contextmanager
+def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: float = 900):
+    """Start a server (``args`` after the model path on CPU; full args on GPU), wait until it generates, yield a
+    BenchServer, kill its process group."""
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    port = harness.free_port()
+    log_path = log_dir / f"server-{time.strftime('%H%M%S')}-{port}.log"
+    if device == "cpu":
+        cmd, env = harness.server_command(model_dir, port, args), harness.server_env()
+    else:
+        cmd = [sys.executable, "-m", "sglang.launch_server", *args, "--port", str(port)]
+        env = dict(os.environ)
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")
+        env.setdefault("TOKENIZERS_PARALLELISM", "false")
+        env.pop("TRITON_INTERPRET", None)
+    t0 = time.monotonic()
+    with open(log_path, "wb") as log:
+        log.write(("$ " + " ".join(cmd) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, cwd=log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        harness._wait_ready(proc, f"http://127.0.0.1:{port}", log_path, timeout)
+        yield BenchServer(proc, port, log_path, time.monotonic() - t0)
+    finally:
+        harness._kill_group(proc)
+
+
+# ---- the log ---------------------------------------------------------------------------------------------------------
+_DECODE = re.compile(r"Decode batch.*?#running-req:\s*(\d+).*?gen throughput \(token/s\):\s*([0-9.]+),\s*"
+                     r"#queue-req:\s*(\d+)")
+_ACCEPT = re.compile(r"accept len:\s*([0-9.]+)")
+_QS_KV = re.compile(r"quantspec KV cache allocated: #tokens (\d+), pages ([0-9.]+) GB \(([0-9.]+) bytes/token.*?"
+                    r"hot rings ([0-9.]+) GB")
+_SGL_KV = re.compile(r"KV Cache is allocated\. dtype: (\S+), #tokens: (\d+), K size: ([0-9.]+) GB, "
+                     r"V size: ([0-9.]+) GB")
+
+
+def decode_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        m = _DECODE.search(line)
+        if m:
+            a = _ACCEPT.search(line)
+            out.append({"running": int(m.group(1)), "gen_tps": float(m.group(2)), "queue": int(m.group(3)),
+                        "accept_len": float(a.group(1)) if a else None})
+    return out
+
+
+def steady_log_throughput(text: str, batch: int) -> dict:
+    """Median "gen throughput" over the log lines where the whole batch decodes and nothing waits, dropping the
+    first such line (its interval still contains prefill work)."""
+    lines = [d for d in decode_lines(text) if d["running"] == batch and d["queue"] == 0][1:]
+    if not lines:
+        return {"log_tok_per_s": None, "log_accept_len": None, "log_lines": 0}
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    acc = [d["accept_len"] for d in lines if d["accept_len"] is not None]
+    return {"log_tok_per_s": med([d["gen_tps"] for d in lines]), "log_accept_len": med(acc) if acc else None,
+            "log_lines": len(lines)}
+
+
+def kv_bytes_from_log(text: str) -> dict:
+    """Bytes per token of the KV pool as the server logged it (quantspec's pool line, or SGLang's K/V sizes, which
+    are rounded to 0.01 GB: only a cross-check of the formula)."""
+    m = _QS_KV.search(text)
+    if m:
+        return {"kv_pool_tokens": int(m.group(1)), "kv_bytes_per_token_log": float(m.group(3)),
+                "hot_ring_gb": float(m.group(4))}
+    m = _SGL_KV.search(text)
+    if m:
+        n = int(m.group(2))
+        return {"kv_pool_tokens": n, "kv_bytes_per_token_log": (float(m.group(3)) + float(m.group(4))) * 2**30 / n}
+    return {}
+
+
+def kv_bytes_formula(cfg: dict, quant: bool, page_size: int = 64, dtype_bytes: int = 2) -> float:
+    """2·L·Hkv·D·2 bytes for a BF16 cache; the page store's INT4/INT4 + scales per token for quantspec."""
+    from e2e_results import cm  # sgl_spec.costmodel, installed or from the repo
+
+    shape = cm.ModelShape.from_hf_config(cfg, page_size=page_size, dtype_bytes=dtype_bytes)
+    return shape.quant_bytes_per_token(draft=False) if quant else shape.bf16_bytes_per_token()

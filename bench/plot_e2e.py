@@ -1,0 +1,131 @@
+#!/usr/bin/env python
+"""PNGs from bench/results/e2e.json, per (device, model):
+
+* ``e2e_heatmap_<model>.png``: speedup over stock BF16 decoding on the batch × context grid, one panel per mode
+  (spec modes at their best measured γ per cell, γ written in the cell; red < 1: slower than stock);
+* ``e2e_speedup_<model>.png``: speedup vs batch, one line per context, measured (solid) and the cost model's
+  leave-one-out prediction (dashed), one panel per mode;
+* ``e2e_gamma_<model>.png``: the γ sweep - speedup vs γ per (ctx, batch) cell, one panel per spec mode.
+
+  python bench/plot_e2e.py [bench/results/e2e.json] [out_dir]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk")
+
+
+def _best_rows(rows):
+    """Per (mode, ctx, batch): the row with the highest measured speedup (the best γ of a spec mode)."""
+    best = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("speedup") is None:
+            continue
+        k = (r["mode"], r["ctx"], r["batch"])
+        if k not in best or r["speedup"] > best[k]["speedup"]:
+            best[k] = r
+    return best
+
+
+def plot(json_path, out_dir) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
+
+    doc = json.loads(Path(json_path).read_text())
+    out_dir = Path(out_dir)
+    written = []
+    groups = {}
+    for r in doc["rows"]:
+        groups.setdefault((r["device"], r["model"]), []).append(r)
+    for (device, model), rows in groups.items():
+        best = _best_rows(rows)
+        modes = [m for m in MODE_ORDER if any(k[0] == m for k in best)]
+        if not modes:
+            continue
+        ctxs = sorted({k[1] for k in best})
+        batches = sorted({k[2] for k in best})
+        tag = f"{model} on {device}"
+        stem = model.replace("/", "_")
+
+        fig, axes = plt.subplots(1, len(modes), figsize=(max(6.0, 4.2 * len(modes)), 3.6), squeeze=False)
+        for ax, mode in zip(axes[0], modes):
+            grid = [[best[(mode, c, b)]["speedup"] if (mode, c, b) in best else float("nan") for b in batches]
+                    for c in ctxs]
+            vals = [v for row in grid for v in row if v == v]
+            norm = TwoSlopeNorm(vcenter=1.0, vmin=min(vals + [0.99]), vmax=max(vals + [1.01]))
+            ax.imshow(grid, cmap="RdYlGn", norm=norm, aspect="auto", origin="lower")
+            for i, c in enumerate(ctxs):
+                for j, b in enumerate(batches):
+                    r = best.get((mode, c, b))
+                    if r:
+                        g = f"\nγ={r['gamma']}" if r["gamma"] else ""
+                        ax.text(j, i, f"{r['speedup']:.2f}{g}", ha="center", va="center", fontsize=7)
+            ax.set_xticks(range(len(batches)), batches)
+            ax.set_yticks(range(len(ctxs)), ctxs)
+            ax.set_xlabel("batch")
+            ax.set_ylabel("context")
+            ax.set_title(mode, fontsize=9)
+        fig.suptitle(f"decode speedup over stock SGLang BF16 - {tag}", fontsize=10)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir / f"e2e_heatmap_{stem}.png"))
+
+        fig, axes = plt.subplots(1, len(modes), figsize=(max(6.0, 4.2 * len(modes)), 3.4), squeeze=False, sharey=True)
+        for ax, mode in zip(axes[0], modes):
+            for c in ctxs:
+                pts = [(b, best[(mode, c, b)]) for b in batches if (mode, c, b) in best]
+                if not pts:
+                    continue
+                line, = ax.plot([b for b, _ in pts], [r["speedup"] for _, r in pts], "o-", label=f"ctx {c}")
+                pred = [(b, r["predicted_speedup"]) for b, r in pts if r.get("predicted_speedup")]
+                if pred:
+                    ax.plot(*zip(*pred), "x--", color=line.get_color(), alpha=0.7)
+            ax.axhline(1.0, color="gray", lw=0.8)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("batch")
+            ax.set_title(f"{mode} (dashed: cost model)", fontsize=9)
+            ax.legend(fontsize=7)
+        axes[0][0].set_ylabel("speedup vs BF16")
+        fig.suptitle(tag, fontsize=10)
+        fig.tight_layout()
+        written.append(_save(fig, out_dir / f"e2e_speedup_{stem}.png"))
+
+        spec = [m for m in ("spec-dense", "spec-topk") if any(r["mode"] == m for r in rows)]
+        sweeps = {m: [r for r in rows if r["mode"] == m and r.get("status") == "ok" and r.get("speedup")]
+                  for m in spec}
+        if any(len({r["gamma"] for r in v}) > 1 for v in sweeps.values()):
+            fig, axes = plt.subplots(1, len(spec), figsize=(max(6.0, 4.5 * len(spec)), 3.4), squeeze=False, sharey=True)
+            for ax, mode in zip(axes[0], spec):
+                cells = sorted({(r["ctx"], r["batch"]) for r in sweeps[mode]})
+                for c, b in cells:
+                    pts = sorted((r["gamma"], r["speedup"]) for r in sweeps[mode] if (r["ctx"], r["batch"]) == (c, b))
+                    ax.plot(*zip(*pts), "o-", label=f"ctx {c}, b {b}")
+                ax.axhline(1.0, color="gray", lw=0.8)
+                ax.set_xlabel("γ")
+                ax.set_title(mode, fontsize=9)
+                ax.legend(fontsize=6)
+            axes[0][0].set_ylabel("speedup vs BF16")
+            fig.suptitle(f"γ sweep - {tag}", fontsize=10)
+            fig.tight_layout()
+            written.append(_save(fig, out_dir / f"e2e_gamma_{stem}.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+if __name__ == "__main__":
+    src = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results" / "e2e.json"
+    for p in plot(src, Path(sys.argv[2]) if len(sys.argv) > 2 else src.parent):
+        print(p)
