@@ -60,6 +60,8 @@ def command_and_env(device, model, port, args, python=None, site="/tmp/site", ov
         sys.path.insert(0, str(REPO / "tests" / "cpu"))
         import harness
 
+        if harness.test_device() != "cpu":
+            raise RuntimeError("--device cpu uses tests/cpu/harness.py's CPU setup: unset SGL_SPEC_TEST_DEVICE")
         return harness.server_command(model, port, args), harness.server_env()
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)

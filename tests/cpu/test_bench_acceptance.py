@@ -2,6 +2,7 @@
 prompt set, and the --smoke run end to end on CPU (two real servers, ~2 min on 2 cores)."""
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -88,6 +89,8 @@ def test_prompts_are_the_starts_of_the_stdlib_files():
 
 
 @pytest.mark.server
+@pytest.mark.skipif(os.environ.get("SGL_SPEC_TEST_DEVICE", "cpu") != "cpu",
+                    reason="the CPU smoke run; on the GPU machine run bench_acceptance.py --device cuda itself")
 def test_smoke_run(tmp_path):
     out = tmp_path / "acceptance.json"
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "bench_acceptance.py"), "--smoke", "--out", str(out)],
