@@ -12,8 +12,10 @@ Per configuration (every request holds ``ctx`` tokens; the newest is at position
   select_topk_pages    one launch for all ``--layers`` layers
   quantize_pages       one launch quantizing one page per request (at ctx 32k, or the nearest ctx in the grid):
                 frac = (layers * t_quantize) / (layers * t_bf16_decode_at_32k)  (criterion: < 2%)
-Timing: triton.testing.do_bench, median; it zeroes a 256 MB buffer before every timed call, so each call starts
-with a cold L2 (50-60 MB), and small configurations also alternate between 2 disjoint copies of their inputs.
+Timing: triton.testing.do_bench, median, of CUDA-graph replays of each call (``--eager``: plain calls), for our
+kernels and the baselines alike, as SGLang runs decode; do_bench zeroes a 256 MB buffer before every timed call, so
+each call starts with a cold L2 (50-60 MB), and small configurations also alternate between 2 disjoint copies of
+their inputs.
 GB/s counts the bytes that must move (planes and scales read, hot tokens, q/out, page ids, scores written);
 bw_frac divides by a device-to-device copy measured in the same run (read + write bytes).
 
@@ -65,6 +67,7 @@ def parse_args(argv=None):
                     help="ops: sgl_spec.ops dispatch (Triton on CUDA, refs on CPU)")
     ap.add_argument("--mem-frac", type=float, default=0.6, help="skip configurations needing more device memory")
     ap.add_argument("--fi-timeout", type=float, default=240, help="seconds allowed for FlashInfer's JIT build")
+    ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA-graph replays")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
     ap.add_argument("--time-budget-s", type=float, default=540,
@@ -137,7 +140,38 @@ def make_timer(a):
     if a.device == "cuda":
         import triton.testing
 
-        return lambda fn: triton.testing.do_bench(fn, warmup=a.warmup_ms, rep=a.rep_ms, return_mode="median")
+        def eager(fn):
+            return triton.testing.do_bench(fn, warmup=a.warmup_ms, rep=a.rep_ms, return_mode="median")
+
+        if a.eager:
+            return eager
+
+        def graphed(fn):
+            """Median time of CUDA-graph replays of ``fn`` (as SGLang runs decode): host launch overhead (Python
+            argument checks, several launches) stays out of the number for every kernel and baseline alike. ``fn``
+            may rotate between input copies: one graph is captured per call, the replays rotate the same way."""
+            try:
+                for _ in range(2):
+                    fn()  # JIT compile / workspace allocation outside the capture
+                torch.cuda.synchronize()
+                graphs = []
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(2):
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g, stream=s):
+                            fn()
+                        graphs.append(g)
+                torch.cuda.current_stream().wait_stream(s)
+                torch.cuda.synchronize()
+            except Exception as e:  # not capturable: time it eagerly and say so
+                print(f"[timer] CUDA graph capture failed ({type(e).__name__}: {str(e)[:120]}): eager timing")
+                torch.cuda.synchronize()
+                return eager(fn)
+            return eager(rotate([g.replay for g in graphs]))
+
+        return graphed
 
     def cpu_timer(fn, reps=2):  # smoke only: wall clock, median of a few calls
         fn()
@@ -360,7 +394,8 @@ def main(argv=None):
     env["quant_ctx"] = min(a.ctx, key=lambda c: abs(c - QUANT_CTX))
     import triton
 
-    result = dict(device=env["device"], torch=torch.__version__, triton=triton.__version__, flashinfer=fi_desc,
+    result = dict(device=env["device"], timing="eager" if a.eager or a.device != "cuda" else "cuda_graph_replay",
+                  torch=torch.__version__, triton=triton.__version__, flashinfer=fi_desc,
                   sgl_kernel=fa3_desc, copy_gbps=gbps, impl=a.impl, command=" ".join([sys.executable] + sys.argv),
                   shapes=dict(hq=HQ, hkv=HKV, head_dim=D, dtype=str(DTYPE)),
                   sparse=dict(ratio=a.ratio, min_pages=a.min_pages, sink_pages=a.sink_pages,

@@ -2,32 +2,30 @@
 
 Contract in docs/CONTRACTS.md; page format in sgl_spec/kvformat.py; pure-torch twin in draft_decode_ref.py.
 
-Design (bandwidth bound: a draft step streams ~4.3 bits/element of K and V and nothing else):
+Design (bandwidth bound: a draft step streams ~4.3 bits/element of K and V and nothing else; notes and measurements
+in bench/NOTES_kernels.md):
 
 * Stage 1, grid ``(B, Hkv, 1 + NUM_SPLITS)``. A program serves the ``G = Hq/Hkv`` query heads of one KV head (padded
   to GPAD >= 16 for ``tl.dot``), so every page byte is read once per KV head, not once per query head.
   Program ``s == 0`` attends to the hot tokens only (<= 2 ring pages in the model dtype), so it runs beside the page
   splits instead of lengthening one of them; it comes first in launch order so it never forms a tail.
   Programs ``s >= 1`` take a contiguous share ``cdiv(num_pages[b], NUM_SPLITS)`` of the request's page list, one page
-  (P tokens) per iteration; the loop is left to Triton's software pipeliner (NUM_STAGES), which turns the byte-tile
-  loads into multi-buffered cp.async copies.
-* Keys never get dequantized: with per-channel (scale s, zero z) per page, ``q·k_n = Σ_j (q_j s_j) u_nj + q·z``, so the
-  scale is folded into q once per page (fp16 operand) and the codes go to the tensor cores as exact fp16 integers;
-  ``q·z`` is a per-page constant. Values have per-token (s, z): ``Σ_n p_n (s_n u_n + z_n) = (p ∘ s) U + Σ_n p_n z_n``,
-  the zero term is one scalar per row added to every channel at the end.
-* Scores are computed transposed, ``[P, GPAD] = K (q∘s)^T``: the key tile is then the A operand with the contraction
-  over its contiguous channel dim (on Hopper a wgmma with A in registers; the uint8 tile goes through shared memory,
-  not a 4x larger fp16 copy), and the value tile is the B operand of ``p V``.
-* Byte ``j`` of a packed row holds channel ``j`` (low nibble) and ``j + D/2`` (high nibble), so one byte tile gives
-  the two contiguous halves of the head dim; q, the scales and the accumulators are kept as (lo, hi) halves.
-  Codes enter the dots centred, ``u - 8`` (the ``8 s`` goes into the zero term), to halve the magnitude that fp16
-  rounding of q*s acts on. The high nibble is used as ``16 (u - 8)`` (masked, not shifted) and the 1/16 is folded
-  into q's scale / the final accumulator (exact: a power of two).
-* Nibbles become fp16 by the magic-number trick (``0x6400 | x`` is the fp16 1024 + x, x < 1024), all integer/bitcast
-  ops that Triton keeps in 16-bit lanes: integer->float conversion instructions run at 1/4 rate on Hopper and would
-  rival the memory time. The same code runs in the interpreter.
+  (P tokens) per iteration. For P <= 64 the next page's loads are issued into registers before the current page is
+  computed (PREFETCH): Triton's own pipeliner, given the page-id load that addresses the tiles, waits for all
+  outstanding cp.async copies every iteration, which serialized memory latency and compute.
+* Everything is transposed so the page's tokens are the MMA's M dimension (wgmma: M = 64 per warpgroup):
+  ``scores^T [P, GPAD] = K [P, C] q^T [C, GPAD]`` and ``out^T [C, GPAD] += U_v^T [C, P] (p∘s_v)^T [P, GPAD]``.
+  Keys are dequantized to fp16 in registers (``u s + z``, one fused f16x2 FMA per pair, one rounding), so q^T is a
+  constant shared-memory operand for every page (no per-page q∘s, no per-page q·z reduction). Values keep exact
+  centred codes ``u - 8``: the per-token scale folds into p and ``Σ_n p_n (z_n + 8 s_n)`` is added per row at the end.
+* Byte ``j`` of a packed row holds channel ``j`` (low nibble) and ``j + D/2`` (high nibble), so one tile gives the two
+  contiguous halves of the head dim; q and the accumulators are kept as (lo, hi) halves. The high nibble is used as
+  ``16 u`` (masked, not shifted); its 1/16 goes into the key scale / the final value accumulator (exact).
+* The planes are read as int32 words and converted by inline PTX (``_ASM_KEYS`` / ``_ASM_VALUES``: PRMT + LOP3
+  magic-number conversion to fp16 pairs, ~10-14 instructions per 8 nibbles); the interpreter runs an equivalent
+  integer path. Integer->float conversion instructions run at 1/4 rate on Hopper and would rival the memory time.
 * Online softmax in fp32, base 2 (sm_scale·log2 e folded into q). The row sums (l and the value zero term) are
-  accumulated per (token, head) and reduced once after the loop, leaving two reductions per page (max, q·z).
+  accumulated per (token, head) and reduced once after the loop, leaving one reduction per page (the max).
   Each stage-1 program writes (m, l, unnormalized acc) per query head; stage 2 (one program per query head) merges
   the 1 + NUM_SPLITS partials.
 * NUM_SPLITS depends only on shapes and the SM count (no host sync; CUDA-graph capturable with fixed shapes,
@@ -36,6 +34,7 @@ Design (bandwidth bound: a draft step streams ~4.3 bits/element of K and V and n
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
@@ -45,77 +44,188 @@ from sgl_spec.kvformat import PageStore
 
 RING = 2
 _RING_C = tl.constexpr(RING)  # jit functions only see constexpr globals
-# Split heuristic: one wave of page-split programs (floor, so the wave is never overfilled) with
-# WARPS_PER_SM resident warps per SM (2 programs of 4 warps at ~214 registers, 1 of 8 warps for P = 128), never fewer
-# than MIN_PAGES_PER_SPLIT pages per split when the page list is full (more splits only add merge traffic).
-WARPS_PER_SM = 8
+# Launch configuration per page size (measured on an H100, bench/NOTES_kernels.md):
+#   P <= 64: 4 warps (one wgmma warpgroup for the [64, 16] score tile), hand-written register double buffering
+#            (PREFETCH, num_stages=1), registers capped at 168 (no spills) so 3 programs fit an SM;
+#   P = 128: 8 warps, Triton's cp.async pipeline (2 stages), registers capped at 128 (prefetching a 128-token page
+#            in registers needs 217 a thread: one program an SM), 4 programs an SM in two waves measured best.
+# programs_per_sm sets the split count (num_splits_for): one wave of page programs, never fewer than
+# MIN_PAGES_PER_SPLIT pages a split when the list is full.
+LAUNCH = {  # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_per_sm)
+    32: (4, 1, True, 168, 3),
+    64: (4, 1, True, 168, 3),
+    128: (8, 2, False, 128, 4),
+}
 MIN_PAGES_PER_SPLIT = 4
 MAX_SPLITS = 256
-# Page loop pipelining depth. Warps: 4 while the score tile P x GPAD <= 64 x 16 (one wgmma warpgroup, ~214 registers),
-# else 8 (P = 128 or G > 16 spill at 4 warps; checked with ptxas for sm_90).
-NUM_STAGES = 3
+NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
 _LOG2E = 1.4426950408889634
 
 
-@triton.jit
-def _nib_lo(x):
-    """uint8 tile -> (low nibble - 8) as fp16, exact. Centred codes carry half the magnitude (hence half the fp16
-    rounding of q*s) of uncentred ones."""
-    x16 = x.to(tl.int16)
-    return ((x16 & 15) | 0x6400).to(tl.float16, bitcast=True) - 1032.0
+# ---- nibble -> fp16 ------------------------------------------------------------------------------------------------
+# The planes are read as int32 words (4 packed bytes = channels 4w..4w+3, each with its j + D/2 partner in the high
+# nibble), so no byte is ever moved alone. Per word, one asm block: a PRMT spreads bytes (0, 1) and (2, 3) into the
+# two 16-bit lanes, a LOP3 per nibble makes the fp16 1024 + x (exponent 2^10, so the mantissa is x: the "magic
+# number" conversion) from the low nibble (x = u) or the masked high nibble (x = 16 u, no shift), and one HSUB2
+# removes the bias (exact). Each output register is an fp16 pair of adjacent channels, which is how Triton holds
+# fp16 tensors, so splitting it into two fp16 values and joining them back compiles to nothing. ~10 instructions per
+# 8 nibbles (+4 HFMA2 for keys), where per-element code costs ~2.3 per nibble (and I2F runs at 1/4 rate).
+_PROLOGUE = """
+.reg .b32 t, u, l0, l1, h0, h1, bias;
+prmt.b32 t, $4, 0, 0x4140;
+prmt.b32 u, $4, 0, 0x4342;
+lop3.b32 l0, t, 0x000F000F, 0x64006400, 0xEA;
+lop3.b32 l1, u, 0x000F000F, 0x64006400, 0xEA;
+lop3.b32 h0, t, 0x00F000F0, 0x64006400, 0xEA;
+lop3.b32 h1, u, 0x00F000F0, 0x64006400, 0xEA;
+"""
+# values: centred codes u - 8 and 16 (u - 8) (biases 1032, 1152); the per-token scale folds into p
+_ASM_VALUES = tl.constexpr("{" + _PROLOGUE + """
+mov.b32 bias, 0x64086408;
+sub.f16x2 $0, l0, bias;
+sub.f16x2 $1, l1, bias;
+mov.b32 bias, 0x64806480;
+sub.f16x2 $2, h0, bias;
+sub.f16x2 $3, h1, bias;
+}""")
+# keys, dequantized: u s + z (low nibble), (16 u) (s / 16) + z (high nibble), one fp16 rounding each (u - 1024 and
+# 16 u - 1024 are exact). Inputs $5..$12: (s, z) pairs of channels (4w, 4w+1), (4w+2, 4w+3), low then high half.
+_ASM_KEYS = tl.constexpr("{" + _PROLOGUE + """
+mov.b32 bias, 0x64006400;
+sub.f16x2 l0, l0, bias;
+sub.f16x2 l1, l1, bias;
+sub.f16x2 h0, h0, bias;
+sub.f16x2 h1, h1, bias;
+fma.rn.f16x2 $0, l0, $5, $7;
+fma.rn.f16x2 $1, l1, $6, $8;
+fma.rn.f16x2 $2, h0, $9, $11;
+fma.rn.f16x2 $3, h1, $10, $12;
+}""")
 
 
 @triton.jit
-def _nib_hi(x):
-    """uint8 tile -> 16 * (high nibble - 8) as fp16, exact (masked in place, no shift)."""
-    x16 = x.to(tl.int16)
-    return ((x16 & 240) | 0x6400).to(tl.float16, bitcast=True) - 1152.0
+def _f16_pair(x):
+    """int32 holding two fp16 (bits 0-15, 16-31) -> fp16 [..., 2]."""
+    return tl.join(x.to(tl.int16).to(tl.float16, bitcast=True), (x >> 16).to(tl.int16).to(tl.float16, bitcast=True))
+
+
+@triton.jit
+def _tile(p01, p23):
+    """Four fp16 pair tensors [R, BW] (int32 bits: channels (4w, 4w+1), (4w+2, 4w+3)) -> fp16 [R, 4 BW]."""
+    R: tl.constexpr = p01.shape[0]
+    C: tl.constexpr = 4 * p01.shape[1]
+    return tl.reshape(tl.permute(tl.join(_f16_pair(p01), _f16_pair(p23)), (0, 1, 3, 2)), (R, C))
+
+
+@triton.jit
+def _u(w, k: tl.constexpr, HIGH: tl.constexpr):
+    """fp32 nibble code of byte k of each word (interpreter path); the high nibble as 16 u."""
+    b = (w >> (8 * k)) & 255
+    return (b & 240).to(tl.float32) if HIGH else (b & 15).to(tl.float32)
+
+
+@triton.jit
+def _values_f16(w, USE_ASM: tl.constexpr):
+    """int32 words [P, BW] -> centred value codes (u - 8, 16 (u - 8)) as exact fp16 [P, 4 BW] (channel = column)."""
+    if USE_ASM:
+        l01, l23, h01, h23 = tl.inline_asm_elementwise(
+            _ASM_VALUES, "=r,=r,=r,=r,r", [w], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        return _tile(l01, l23), _tile(h01, h23)
+    else:
+        R: tl.constexpr = w.shape[0]
+        C: tl.constexpr = 4 * w.shape[1]
+        lo = tl.join(tl.join(_u(w, 0, False), _u(w, 1, False)), tl.join(_u(w, 2, False), _u(w, 3, False))) - 8.0
+        hi = tl.join(tl.join(_u(w, 0, True), _u(w, 1, True)), tl.join(_u(w, 2, True), _u(w, 3, True))) - 128.0
+        lo = tl.reshape(tl.permute(lo, (0, 1, 3, 2)), (R, C))
+        hi = tl.reshape(tl.permute(hi, (0, 1, 3, 2)), (R, C))
+        return lo.to(tl.float16), hi.to(tl.float16)
+
+
+@triton.jit
+def _keys_f16(w, s_lo, z_lo, s_hi, z_hi, USE_ASM: tl.constexpr):
+    """int32 words [P, BW] + per-channel scale/zero as int32 fp16-pair tensors [BW, 2] (pairs (4w, 4w+1), (4w+2,
+    4w+3); s_hi already divided by 16) -> dequantized keys (low half, high half) fp16 [P, 4 BW]."""
+    sl01, sl23 = tl.split(s_lo)
+    zl01, zl23 = tl.split(z_lo)
+    sh01, sh23 = tl.split(s_hi)
+    zh01, zh23 = tl.split(z_hi)
+    if USE_ASM:
+        l01, l23, h01, h23 = tl.inline_asm_elementwise(
+            _ASM_KEYS, "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r",
+            [w, sl01[None, :], sl23[None, :], zl01[None, :], zl23[None, :],
+             sh01[None, :], sh23[None, :], zh01[None, :], zh23[None, :]],
+            dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        return _tile(l01, l23), _tile(h01, h23)
+    else:  # fp32 u s + z rounded once to fp16, as the fused f16x2 FMA does (up to a double rounding)
+        R: tl.constexpr = w.shape[0]
+        C: tl.constexpr = 4 * w.shape[1]
+        s_l = tl.reshape(_f16_pair(s_lo), (C,)).to(tl.float32)
+        z_l = tl.reshape(_f16_pair(z_lo), (C,)).to(tl.float32)
+        s_h = tl.reshape(_f16_pair(s_hi), (C,)).to(tl.float32)
+        z_h = tl.reshape(_f16_pair(z_hi), (C,)).to(tl.float32)
+        lo = tl.join(tl.join(_u(w, 0, False), _u(w, 1, False)), tl.join(_u(w, 2, False), _u(w, 3, False)))
+        hi = tl.join(tl.join(_u(w, 0, True), _u(w, 1, True)), tl.join(_u(w, 2, True), _u(w, 3, True)))
+        lo = tl.reshape(tl.permute(lo, (0, 1, 3, 2)), (R, C))
+        hi = tl.reshape(tl.permute(hi, (0, 1, 3, 2)), (R, C))
+        return (lo * s_l[None, :] + z_l[None, :]).to(tl.float16), (hi * s_h[None, :] + z_h[None, :]).to(tl.float16)
 
 
 @triton.jit
 def _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-               page, ok, h, offs_n, offs_c, c_ok, HALF: tl.constexpr):
-    """One page's draft tiles for KV head h: key/value bytes [P, BLOCK_C] and the fp16 scale/zero vectors."""
+               page, ok, h, offs_n, offs_w, w_ok, W: tl.constexpr):
+    """One page's draft tiles for KV head h: key/value words [P, BLOCK_W] (int32), the key scales/zeros as int32
+    fp16-pair tiles [BLOCK_W, 2] per half (s/16 for the high half), the value scales/zeros fp16 [P]."""
     pg = page.to(tl.int64)
-    tile = pg * s_up + h * s_uh + offs_n[:, None].to(tl.int64) * HALF + offs_c[None, :]
-    m2 = ok & c_ok[None, :]
-    kb = tl.load(ku_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
-    vb = tl.load(vu_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
-    kcol = pg * s_ksp + h * s_ksh + offs_c
-    m1 = ok & c_ok
-    ks_lo = tl.load(ks_ptr + kcol, mask=m1, other=0.0, eviction_policy="evict_first")
-    ks_hi = tl.load(ks_ptr + kcol + HALF, mask=m1, other=0.0, eviction_policy="evict_first")
-    kz_lo = tl.load(kz_ptr + kcol, mask=m1, other=0.0, eviction_policy="evict_first")
-    kz_hi = tl.load(kz_ptr + kcol + HALF, mask=m1, other=0.0, eviction_policy="evict_first")
+    tile = pg * s_up + h * s_uh + offs_n[:, None].to(tl.int64) * W + offs_w[None, :]
+    m2 = ok & w_ok[None, :]
+    kw = tl.load(ku_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
+    vw = tl.load(vu_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
+    # k_scale / k_zero as int32 words (2 channels each): word 2w + t holds channels 4w + 2t, 4w + 2t + 1
+    pair = pg * s_ksp + h * s_ksh + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
+    m1 = ok & w_ok[:, None]
+    ks_lo = tl.load(ks_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
+    ks_hi = tl.load(ks_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
+    kz_lo = tl.load(kz_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
+    kz_hi = tl.load(kz_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
     vrow = pg * s_vsp + h * s_vsh + offs_n
     vsc = tl.load(vs_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
     vzr = tl.load(vz_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
-    return kb, vb, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr
+    return kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr
 
 
 @triton.jit
-def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, qt_lo, qt_hi, kb, vb, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr):
-    """Online-softmax update with one quantized page. Scores [P, GPAD] in log2 units; l_t / z_t are the per-(token,
-    head) running sums of p and p * (value zero term); acc_hi holds 16x the high channels."""
-    qs_lo = (qt_lo * ks_lo.to(tl.float32)[:, None]).to(tl.float16)  # [BLOCK_C, GPAD]
-    qs_hi = (qt_hi * (ks_hi.to(tl.float32) * 0.0625)[:, None]).to(tl.float16)
-    # centred codes: z + s u = (z + 8 s) + s (u - 8)
-    kc_lo = kz_lo.to(tl.float32) + 8.0 * ks_lo.to(tl.float32)
-    kc_hi = kz_hi.to(tl.float32) + 8.0 * ks_hi.to(tl.float32)
-    qz = tl.sum(qt_lo * kc_lo[:, None], 0) + tl.sum(qt_hi * kc_hi[:, None], 0)  # [GPAD]
-    sc = tl.dot(_nib_lo(kb), qs_lo)
-    sc = tl.dot(_nib_hi(kb), qs_hi, sc)
-    sc = sc + qz[None, :]
+def _div16(x, USE_ASM: tl.constexpr):
+    """int32 fp16 pairs -> the same pairs divided by 16 (exact unless subnormal)."""
+    if USE_ASM:
+        return tl.inline_asm_elementwise("{.reg .b32 c; mov.b32 c, 0x2C002C00; mul.rn.f16x2 $0, $1, c;}", "=r,r", [x], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        y = (_f16_pair(x).to(tl.float32) * 0.0625).to(tl.float16)  # [..., 2, 2]
+        lo, hi = tl.split(y.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)
+        return lo | (hi << 16)
+
+
+@triton.jit
+def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr,
+                 USE_ASM: tl.constexpr):
+    """Online-softmax update with one quantized page, transposed so the page's P tokens are the MMA's M dimension
+    (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys dequantized to fp16 in
+    registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P] (p∘s_v)^T [P, GPAD].
+    Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value zero term); acc_hi
+    holds 16x the high channels."""
+    k_lo, k_hi = _keys_f16(kw, ks_lo, kz_lo, _div16(ks_hi, USE_ASM), kz_hi, USE_ASM)
+    sc = tl.dot(k_lo, q_lo)
+    sc = tl.dot(k_hi, q_hi, sc)  # [P, GPAD]
     m_new = tl.maximum(m_i, tl.max(sc, 0))
     alpha = tl.exp2(m_i - m_new)
     p = tl.exp2(sc - m_new[None, :])
     vs = vsc.to(tl.float32)
     l_t = l_t * alpha[None, :] + p
     z_t = z_t * alpha[None, :] + p * (vzr.to(tl.float32) + 8.0 * vs)[:, None]
-    ps = tl.trans((p * vs[:, None]).to(tl.float16))  # [GPAD, P]
-    a = alpha[:, None]
-    acc_lo = tl.dot(ps, _nib_lo(vb), acc_lo * a)
-    acc_hi = tl.dot(ps, _nib_hi(vb), acc_hi * a)
+    ps = (p * vs[:, None]).to(tl.float16)  # [P, GPAD]
+    v_lo, v_hi = _values_f16(vw, USE_ASM)
+    acc_lo = tl.dot(tl.trans(v_lo), ps, acc_lo * alpha[None, :])  # [BLOCK_C, GPAD]
+    acc_hi = tl.dot(tl.trans(v_hi), ps, acc_hi * alpha[None, :])
     return m_new, l_t, z_t, acc_lo, acc_hi
 
 
@@ -141,7 +251,8 @@ def _draft_decode_kernel(
     m_ptr, l_ptr, acc_ptr,
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -204,25 +315,48 @@ def _draft_decode_kernel(
         lo = tl.minimum((s - 1) * per, n)
         hi = tl.minimum(lo + per, n)
         ids = pid_ptr + b.to(tl.int64) * s_pb
-        # q^T [BLOCK_C, GPAD] halves, scaled to log2 units
+        offs_w = tl.arange(0, BLOCK_C // 4)
+        w_ok = offs_w < HALF // 4
+        # q^T [BLOCK_C, GPAD] halves in log2 units, fp16 (the keys are dequantized: one operand for every page)
         qt_at = q_row[None, :] + offs_c[:, None]
         qt_ok = g_ok[None, :] & c_ok[:, None]
-        qt_lo = tl.load(qt_at, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale
-        qt_hi = tl.load(qt_at + HALF, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale
+        qt_lo = (tl.load(qt_at, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale).to(tl.float16)
+        qt_hi = (tl.load(qt_at + HALF, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale).to(tl.float16)
         l_t = tl.zeros([P, GPAD], tl.float32)
         z_t = tl.zeros([P, GPAD], tl.float32)
-        for i in range(lo, hi):
-            page = tl.load(ids + i)
-            kb, vb, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = _load_page(
-                ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                page, i < hi, h, offs_n, offs_c, c_ok, HALF)
-            m_i, l_t, z_t, acc_lo, acc_hi = _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, qt_lo, qt_hi, kb, vb,
-                                                         ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr)
+        at_lo = tl.zeros([BLOCK_C, GPAD], tl.float32)
+        at_hi = tl.zeros([BLOCK_C, GPAD], tl.float32)
+        m_t = tl.full([GPAD], float("-inf"), tl.float32)
+        if PREFETCH:
+            # Register double buffering by hand (launched with num_stages=1): the loads of page i+1 are issued
+            # before page i is computed and consumed one iteration later, so a page's memory latency overlaps the
+            # previous page's work. (Triton's own pipeliner turns the page-id load that addresses the tiles into a
+            # cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
+            cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
+                             tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4)
+            kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = cur
+            pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
+            for i in range(lo, hi):
+                nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr = _load_page(
+                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
+                    pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4)
+                pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
+                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
+                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr
+        else:
+            for i in range(lo, hi):
+                page = tl.load(ids + i)
+                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = _load_page(
+                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
+                    page, i < hi, h, offs_n, offs_w, w_ok, HALF // 4)
+                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
+                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
         l_i = tl.sum(l_t, 0)
         z_i = tl.sum(z_t, 0)
-        acc_lo = acc_lo + z_i[:, None]
-        acc_hi = acc_hi * 0.0625 + z_i[:, None]
-        _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF)
+        acc_lo = tl.trans(at_lo + z_i[None, :])
+        acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
+        _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
 
 
 @triton.jit
@@ -253,6 +387,10 @@ def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
     tl.store(o, (acc / denom).to(out_ptr.dtype.element_ty), mask=d_ok)
 
 
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     if device.type != "cuda":
@@ -260,17 +398,22 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def num_warps_for(page_size: int, gpad: int) -> int:
-    """4 warps while the score tile P x GPAD <= 64 x 16 (one wgmma warpgroup), else 8 (4 would spill)."""
-    return 4 if page_size * gpad <= 1024 else 8
+def launch_config(page_size: int, gpad: int):
+    """(num_warps, num_stages, prefetch, maxnreg, programs_per_sm); G > 16 (GPAD > 16) doubles the score tile:
+    8 warps, Triton's pipeline."""
+    cfg = LAUNCH.get(page_size, LAUNCH[128])
+    if gpad > 16:
+        cfg = (8, 2, False, 128, 2)
+    return cfg
 
 
-def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, num_warps: int = 4) -> int:
-    """Page splits per (request, KV head), from shapes only (see WARPS_PER_SM / MIN_PAGES_PER_SPLIT)."""
+def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3) -> int:
+    """Page splits per (request, KV head), from shapes only: the B*Hkv*splits page programs fill one wave of
+    ``programs_per_sm`` programs per SM (a second, nearly empty wave would double the time). The B*Hkv hot-token
+    programs are not counted: they are launched first and are short (measured: B=8, 256k, P=64 took 1.78 ms with
+    them counted (5 splits) and 1.47 ms without (6))."""
     if max_pages <= 0:
         return 1
-    programs_per_sm = max(1, WARPS_PER_SM // num_warps)
-    # the hot programs are not counted: they are short and launched first, so they finish before the wave fills
     want = (programs_per_sm * sm_count) // max(1, batch * num_kv_heads)
     cap = triton.cdiv(max_pages, MIN_PAGES_PER_SPLIT)
     return max(1, min(want, cap, MAX_SPLITS))
@@ -288,8 +431,9 @@ def _check(name, t, shape, dtypes, device):
 
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
-                 out=None, num_splits=None):
-    """See docs/CONTRACTS.md. ``num_splits`` (keyword, optional) overrides the shape heuristic (tests, tuning)."""
+                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None):
+    """See docs/CONTRACTS.md. ``num_splits``, ``num_warps``, ``num_stages``, ``maxnreg``, ``prefetch`` (keywords,
+    optional) override the heuristics (tests, tuning)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -298,6 +442,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     NP, Hkv, P, half = store.k_upper.shape
     if D % 2 or half * 2 != D or Hq % Hkv:
         raise ValueError(f"draft_decode: q {tuple(q.shape)} does not match pages {tuple(store.k_upper.shape)}")
+    if half % 4:
+        raise ValueError(f"draft_decode: the planes are read as 32-bit words, head_dim must be a multiple of 8, got {D}")
     fl = (torch.bfloat16, torch.float16, torch.float32)
     _check("q", q, (B, Hq, D), fl, dev)
     for name in ("k_upper", "v_upper"):
@@ -315,10 +461,14 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             raise ValueError(f"draft_decode: {name} must be contiguous")
     _check("hot_k", hot_k, (hot_k.shape[0], RING, P, Hkv, D), fl, dev)
     _check("hot_v", hot_v, tuple(hot_k.shape), (hot_k.dtype,), dev)
-    ku, vu = store.k_upper, store.v_upper
-    if ku.stride(-2) != half or vu.stride() != ku.stride():
+    if store.k_upper.stride(-2) != half or store.v_upper.stride() != store.k_upper.stride():
         raise ValueError("draft_decode: k_upper/v_upper need equal strides and packed [P, D/2] rows")
-    if store.k_zero.stride() != store.k_scale.stride() or store.v_zero.stride() != store.v_scale.stride():
+    ku, vu = store.k_upper.view(torch.int32), store.v_upper.view(torch.int32)  # words: 4 packed bytes
+    ks32, kz32 = store.k_scale.view(torch.int32), store.k_zero.view(torch.int32)  # fp16 pairs of channels
+    if vu.stride() != ku.stride():
+        raise ValueError("draft_decode: k_upper/v_upper need equal strides (in 32-bit words)")
+    if store.k_zero.stride() != store.k_scale.stride() or store.v_zero.stride() != store.v_scale.stride() \
+            or store.k_scale.stride(-1) != 1:
         raise ValueError("draft_decode: scale and zero tensors need equal strides")
     if hot_v.stride() != hot_k.stride():
         raise ValueError("draft_decode: hot_k and hot_v need equal strides")
@@ -331,8 +481,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         return out
     G = Hq // Hkv
     gpad = max(16, triton.next_power_of_2(G))
-    nw = num_warps_for(P, gpad)
-    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp, _sm_count(dev), nw)
+    cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
+    nw = int(num_warps) if num_warps else cfg_nw
+    pf = cfg_pf if prefetch is None else bool(prefetch)
+    st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
+    nr = int(maxnreg) if maxnreg else cfg_nr
+    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp, _sm_count(dev), ppsm)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     npart = ns + 1
@@ -341,11 +495,11 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     acc_part = torch.empty((B, Hq, npart, D), dtype=torch.float32, device=dev)
 
     # ---- launch
-    block_c = max(16, triton.next_power_of_2(half))
+    block_c = max(16, triton.next_power_of_2(half))  # 4 x the word tile width
     _draft_decode_kernel[(B, Hkv, npart)](
         q_ptr=q, s_qb=q.stride(0), s_qh=q.stride(1),
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
-        ks_ptr=store.k_scale, kz_ptr=store.k_zero, s_ksp=store.k_scale.stride(0), s_ksh=store.k_scale.stride(1),
+        ks_ptr=ks32, kz_ptr=kz32, s_ksp=ks32.stride(0), s_ksh=ks32.stride(1),
         vs_ptr=store.v_scale, vz_ptr=store.v_zero, s_vsp=store.v_scale.stride(0), s_vsh=store.v_scale.stride(1),
         pid_ptr=page_ids, s_pb=page_ids.stride(0), np_ptr=num_pages, MAXP=maxp,
         hk_ptr=hot_k, hv_ptr=hot_v, s_hs=hot_k.stride(0), s_hr=hot_k.stride(1), s_hn=hot_k.stride(2),
@@ -355,7 +509,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
-        num_warps=nw, num_stages=NUM_STAGES,
+        USE_ASM=not _interpreting(), PREFETCH=pf,
+        num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,

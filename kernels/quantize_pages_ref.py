@@ -20,7 +20,9 @@ def quantize_groups_ref(x: torch.Tensor, dim: int):
     mn = xf.amin(dim=dim)
     mx = xf.amax(dim=dim)
     zero = fp16_round_down(mn)
-    scale = fp16_round_up((mx - zero.float()) / 15.0).clamp_min(0)
+    # tensor / tensor: PyTorch's CUDA division by a Python scalar multiplies by its reciprocal (one more rounding),
+    # so `/ 15.0` gave scales one fp16 ulp off from the CPU (and Triton div_rn) result for some channels on GPU.
+    scale = fp16_round_up((mx - zero.float()) / torch.full_like(mx, 15.0)).clamp_min(0)
     z = zero.float().unsqueeze(dim)
     s = scale.float().unsqueeze(dim)
     inv = torch.where(s > 0, 1.0 / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(s))

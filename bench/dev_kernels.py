@@ -1,0 +1,235 @@
+#!/usr/bin/env python
+"""Kernel development bench (GPU): correctness of the Triton kernels against their references on fresh random inputs,
+then timings of launch-parameter variants, in one call (the device machine is leased by the minute).
+
+Timing: triton.testing.do_bench (median; a 256 MB L2 flush before each call) of a CUDA-graph replay of one
+launcher call, so host launch overhead (Python checks, two launches) stays out of the number as it does in SGLang's
+graphs; ``--eager`` times plain calls too. bw = bytes that must move / time / measured copy bandwidth.
+
+    python bench/dev_kernels.py --out $OUT                       # default grid
+    python bench/dev_kernels.py --draft "65536:1:64,131072:8:64" --variants "ns=1x;ns=2x;st=4"
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.testing
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernel_cases import (HKV, HQ, D, DTYPE, SM_SCALE, bytes_draft, bytes_quantize, bytes_verify,  # noqa: E402
+                          draft_args, quant_pages, verify_q_start)
+
+
+def timer(fn, graph=True):
+    if graph:
+        fn()  # compile outside the capture
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            fn()
+        torch.cuda.synchronize()
+        return triton.testing.do_bench(g.replay, warmup=20, rep=80, return_mode="median")
+    return triton.testing.do_bench(fn, warmup=20, rep=80, return_mode="median")
+
+
+def copy_gbps():
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 256)
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=80, return_mode="median")
+    return 2 * n / ms / 1e6
+
+
+def parse_variants(text):
+    """'ns=2x;st=4;nw=8' -> [{}, {'ns': '2x'}, ...] (the default configuration first)."""
+    out = [{}]
+    for v in filter(None, (text or "").split(";")):
+        d = {}
+        for kv in v.split(","):
+            k, val = kv.split("=")
+            d[k.strip()] = val.strip()
+        out.append(d)
+    return out
+
+
+def draft_kwargs(var, B, maxp, P):
+    from sgl_spec.kernels import draft_decode as dd
+
+    kw = {}
+    if "ns" in var:
+        v = var["ns"]
+        if v.endswith("x"):
+            ppsm = dd.launch_config(P, 16)[4]
+            base = dd.num_splits_for(B, HKV, maxp, torch.cuda.get_device_properties(0).multi_processor_count, ppsm)
+            kw["num_splits"] = max(1, int(round(base * float(v[:-1]))))
+        else:
+            kw["num_splits"] = int(v)
+    if "st" in var:
+        kw["num_stages"] = int(var["st"])
+    if "nw" in var:
+        kw["num_warps"] = int(var["nw"])
+    if "hpc" in var:
+        kw["heads_per_prog"] = int(var["hpc"])
+    if "pf" in var:
+        kw["prefetch"] = bool(int(var["pf"]))
+    if "nr" in var:
+        kw["maxnreg"] = int(var["nr"])
+    return kw
+
+
+def bench_draft(cfgs, variants, gbps, log, eager):
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for ctx, B, P in cfgs:
+        lens = [ctx] * B
+        qb = quant_pages(lens, P, "cuda", copies=1, gen=gen)[0]
+        ids, cnt, hs, hl = draft_args(qb, gen=gen)
+        q = torch.randn(B, HQ, D, device="cuda", dtype=DTYPE)
+        out = torch.empty_like(q)
+        nbytes = bytes_draft(P, cnt.tolist(), hl.tolist())
+        parts = []
+        for var in variants:
+            kw = draft_kwargs(var, B, ids.shape[1], P)
+            fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
+                                            SM_SCALE, out=out, **kw)
+            try:
+                ms = timer(fn)
+            except Exception as e:  # a variant that does not compile/fit is reported, not fatal
+                parts.append(f"{var or 'default'}: {type(e).__name__}")
+                log(f"  variant {var}: {type(e).__name__}: {str(e)[:300]}")
+                continue
+            r = dict(kernel="draft_dense", ctx=ctx, batch=B, page=P, variant=var, kwargs=kw, us=ms * 1e3,
+                     bw=nbytes / ms / 1e6 / gbps)
+            if eager and not var:
+                r["eager_us"] = timer(fn, graph=False) * 1e3
+            rows.append(r)
+            parts.append(f"{'/'.join(f'{k}={v}' for k, v in var.items()) or 'default'} {ms * 1e3:.1f}us "
+                         f"{r['bw']:.0%}" + (f" (eager {r['eager_us']:.1f})" if 'eager_us' in r else ""))
+        log(f"draft ctx={ctx:>6} B={B:>2} P={P:>3} | " + " | ".join(parts))
+        qb = None  # noqa: F841 (free the pool before the next configuration)
+        torch.cuda.empty_cache()
+    return rows
+
+
+def bench_verify(cfgs, nq, gbps, log):
+    from sgl_spec.kernels.verify_attention import verify_attention
+
+    rows = []
+    gen = torch.Generator().manual_seed(1)
+    for ctx, B, P in cfgs:
+        lens = [ctx] * B
+        qb = quant_pages(lens, P, "cuda", copies=1, gen=gen)[0]
+        q = torch.randn(B, nq, HQ, D, device="cuda", dtype=DTYPE)
+        out = torch.empty_like(q)
+        sc = torch.zeros(B, HKV, qb.page_table.shape[1], device="cuda")
+        parts = []
+        for with_scores, pf in ((True, None), (False, None), (True, False)):
+            fn = lambda s=(sc if with_scores else None), pf=pf: verify_attention(  # noqa: E731
+                q, qb.store, qb.page_table, verify_q_start(qb, nq), qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE,
+                scores=s, out=out, **({} if pf is None else {"prefetch": pf}))
+            ms = timer(fn)
+            bw = bytes_verify(P, lens, nq, with_scores) / ms / 1e6 / gbps
+            rows.append(dict(kernel=f"verify_nq{nq}", scores=with_scores, prefetch=pf, ctx=ctx, batch=B, page=P,
+                             us=ms * 1e3, bw=bw))
+            parts.append(f"{'scores' if with_scores else 'plain'}{'' if pf is None else ' pf=' + str(pf)} "
+                         f"{ms * 1e3:.1f}us {bw:.0%}")
+        log(f"verify nq={nq} ctx={ctx:>6} B={B:>2} P={P:>3} | " + " | ".join(parts))
+        qb = None  # noqa: F841 (free the pool before the next configuration)
+        torch.cuda.empty_cache()
+    return rows
+
+
+def bench_quantize(batches, P, gbps, log):
+    from sgl_spec.kernels.quantize_pages import quantize_pages
+    from sgl_spec.kvformat import KVFormat
+
+    rows = []
+    for B in batches:
+        fmt = KVFormat(P, HKV, D)
+        store = fmt.alloc(4 * B, "cuda")
+        src = torch.randn(B * P, 2, HKV, D, device="cuda", dtype=DTYPE)
+        rows_ = (torch.arange(B, device="cuda") * P).to(torch.int64)
+        ids = torch.arange(B, device="cuda", dtype=torch.int32) * 2
+        ms = timer(lambda: quantize_pages(src[:, 0], src[:, 1], rows_, ids, store))
+        bw = bytes_quantize(P, B) / ms / 1e6 / gbps
+        rows.append(dict(kernel="quantize_pages", batch=B, page=P, us=ms * 1e3, bw=bw))
+        log(f"quantize B={B:>2} P={P} | {ms * 1e3:.2f}us {bw:.0%}")
+    return rows
+
+
+def check_draft(log):
+    """Fresh random quantized pages (reference quantizer) vs draft_decode_ref: the asm conversion paths on the GPU."""
+    from sgl_spec.kernels.draft_decode import draft_decode
+    from sgl_spec.kernels.draft_decode_ref import draft_decode as ref
+
+    gen = torch.Generator().manual_seed(int(time.time()))
+    worst = 0.0
+    for P in (64, 128):
+        for lens in ([4097], [3 * P + 5, 1, 2 * P, 9 * P + 63]):
+            toks = [(torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE) * 2,
+                     torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE)) for n in lens]
+            qb = quant_pages(lens, P, "cuda", tokens=toks, gen=gen)[0]
+            ids, cnt, hs, hl = draft_args(qb, gen=gen)
+            q = torch.randn(len(lens), HQ, D, generator=gen).to("cuda", DTYPE)
+            args = (q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, SM_SCALE)
+            for ns in (None, 1, 7):
+                out = torch.full_like(q, float("nan"))
+                draft_decode(*args, out=out, num_splits=ns)
+                want = ref(*args, out=torch.empty(q.shape, device="cuda"))
+                err = ((out.float() - want).norm() / want.norm()).item()
+                worst = max(worst, err if err == err else float("inf"))
+                bad = (~torch.isfinite(out)).sum().item()
+                log(f"check draft P={P} lens={lens} ns={ns}: rel err {err:.2e} nonfinite {bad}")
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="/tmp/dev_kernels")
+    ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--verify", default="32768:1:64,131072:1:64,131072:8:64")
+    ap.add_argument("--nq", type=int, default=5)
+    ap.add_argument("--quantize", default="1,8,32")
+    ap.add_argument("--eager", action="store_true")
+    ap.add_argument("--skip-check", action="store_true")
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = []
+
+    def log(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    cfg = lambda s: [tuple(int(x) for x in c.split(":")) for c in filter(None, s.split(","))]  # noqa: E731
+    gbps = copy_gbps()
+    log(f"[device] {torch.cuda.get_device_name()} copy {gbps:.0f} GB/s triton {triton.__version__}")
+    res = dict(device=torch.cuda.get_device_name(), copy_gbps=gbps, argv=sys.argv, rows=[])
+    if not a.skip_check:
+        res["draft_check_worst_rel"] = check_draft(log)
+    res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
+    if a.verify:
+        res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log)
+    if a.quantize:
+        for P in (64, 128):
+            res["rows"] += bench_quantize([int(x) for x in a.quantize.split(",")], P, gbps, log)
+    (out / "dev_kernels.json").write_text(json.dumps(res, indent=1))
+    (out / "dev_kernels.log").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

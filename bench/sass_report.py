@@ -1,0 +1,99 @@
+"""Compile a Triton kernel for sm_90 on a machine without a GPU and report what costs no device time.
+
+Triton's wheel ships ptxas and cuobjdump, so the SASS of a kernel can be read here: registers, spills, shared
+memory, and an instruction histogram of every loop (a backward branch), which is where a memory-bound kernel's
+instructions-per-byte budget goes. Integer arguments and pointers are marked 16-divisible the way the JIT
+specializes them at run time (pass ``plain=`` for arguments that are not, e.g. a stride of 1 or odd sizes).
+
+    python bench/sass_report.py draft      # the draft_decode page loop for Llama-3-8B shapes
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+
+def compile_sm90(kernel, types: dict, constexprs: dict, plain=(), num_warps=4, num_stages=3, **opts):
+    params = list(inspect.signature(kernel.fn).parameters)
+    sig, attrs = {}, {}
+    for i, p in enumerate(params):
+        if p in constexprs:
+            sig[p] = "constexpr"
+            continue
+        sig[p] = types.get(p, "*u8" if p.endswith("_ptr") else "i32")
+        if p not in plain and (sig[p].startswith("*") or sig[p] in ("i32", "i64")):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(kernel, sig, constexprs={(params.index(k),): v for k, v in constexprs.items()}, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages, **opts))
+
+
+def _cuobjdump(cc, flag) -> str:
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cc.asm["cubin"])
+        f.flush()
+        return subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=True).stdout
+
+
+def sass(cc) -> str:
+    return _cuobjdump(cc, "-sass")
+
+
+def resources(cc) -> str:
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", _cuobjdump(cc, "-res-usage"))
+    return f"regs={m.group(1)} stack={m.group(2)} local={m.group(4)} smem={cc.metadata.shared}" if m else "?"
+
+
+def loops(text: str):
+    """[(first, last, Counter of opcodes)] for every backward branch, innermost first."""
+    ins = []
+    for line in text.splitlines():
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2).strip()))
+    where = {a: i for i, (a, _) in enumerate(ins)}
+    out = []
+    for i, (a, t) in enumerate(ins):
+        m = re.search(r"BRA\s.*?0x([0-9a-f]+)", t)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in where:
+            s = where[int(m.group(1), 16)]
+            out.append((ins[s][0], a, collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0]
+                                                            for _, t in ins[s: i + 1])))
+    return len(ins), out
+
+
+def report(cc, label=""):
+    n, ls = loops(sass(cc))
+    print(f"== {label}: {resources(cc)} total_instr={n}")
+    for a, b, h in ls:
+        print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
+
+
+def _draft(P=64):
+    from sgl_spec.kernels import draft_decode as dd
+
+    types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
+                 hv_ptr="*bf16", vs_ptr="*fp16", vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", hslot_ptr="*i32",
+                 hstart_ptr="*i32", hlen_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", qk_scale="fp32")
+    nw, st, pf, nr, _ = dd.launch_config(P, 16)
+    const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
+                 USE_ASM=True, PREFETCH=pf)
+    report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
+                        num_stages=1 if pf else st, maxnreg=nr), f"draft_decode P={P} (Llama-3-8B shapes)")
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "draft"
+    if what == "draft":
+        for P in (64, 128):
+            _draft(P)
