@@ -13,9 +13,9 @@ already in the JSON (else the cost model's). Models: pycode-30m (real weights, P
 built-in config-only model with ``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; its
 acceptance is flagged meaningless).
 
-  # GPU: gpu-kit in /tmp/site, sgl-spec installed (the server loads it as an SGLang plugin), pycode-30m in /tmp/m
-  python3 -m pip install -q --no-deps --no-index --no-build-isolation --target /tmp/sglspec .
-  export PYTHONPATH=/tmp/sglspec:/tmp/site HF_HUB_OFFLINE=1 SGLANG_USE_SGL_FA3_KERNEL=1
+  # GPU: gpu-kit in /tmp/site (also the client's tokenizers/requests), pycode-30m in /tmp/m; the server gets this
+  # working tree as sgl-spec through an overlay (no pip install; --no-overlay uses an installed sgl-spec)
+  export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 SGLANG_USE_SGL_FA3_KERNEL=1
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes bf16,int8 --budget-s 540        # baselines
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk --gammas 2,4,6 \
       --ctx 4096,15360 --batch 1,32,128 --budget-s 540                                         # γ sweep
@@ -41,6 +41,7 @@ import e2e_server
 from e2e_prompts import PythonCorpus, random_prompts
 
 T0 = time.monotonic()  # --budget-s counts from process start
+TAIL = 64  # --shared-prefix: distinct last tokens per request (a whole page at every page size we use)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -57,10 +58,17 @@ def parse_args(argv=None):
     ap.add_argument("--gen", type=int, help="new tokens per request (default 512; 8B dummy 256)")
     ap.add_argument("--skip", type=int, default=8, help="decode tokens per request before the window opens")
     ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--shared-prefix", action="store_true",
+                    help="requests share all but their last 64 prompt tokens (primed into the radix cache first): "
+                         "prefill once per configuration instead of per request, for long-context step costs; "
+                         "attention still reads every page per request, but L2 may serve shared pages (optimistic)")
     ap.add_argument("--mem-fraction", type=float, default=0.85)
     ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummy 8192)")
     ap.add_argument("--extra", default="", help="more server arguments, one shell-quoted string")
     ap.add_argument("--procs", type=int, default=8, help="client processes at most (16 requests each)")
+    ap.add_argument("--site", default="/tmp/site", help="GPU: gpu-kit's SGLang install, first on the server's path")
+    ap.add_argument("--no-overlay", action="store_true",
+                    help="GPU: use the installed sgl-spec instead of this working tree (overlay)")
     ap.add_argument("--budget-s", "--time-budget-s", type=float, default=540,
                     help="start no server/configuration that would not finish within this many seconds")
     ap.add_argument("--out", help="results folder (default bench/results; --smoke: /tmp/sgl_spec_e2e_smoke)")
@@ -129,7 +137,8 @@ def plan(a, doc, device, model) -> list[tuple[str, int]]:
             out.append((mode, 0))
             continue
         if a.gammas == "auto":
-            g = doc.get("gamma", {}).get(f"{device}|{model}|{mode}", {})
+            name = e2e_results.group_name(device, model, a.shared_prefix)
+            g = doc.get("gamma", {}).get(f"{name}|{mode}", {})
             out.append((mode, int(g.get("measured_best") or g.get("costmodel_best") or 4)))
         else:
             out += [(mode, int(x)) for x in a.gammas.split(",")]
@@ -158,7 +167,7 @@ class Clock:
 
 def _row_base(a, device, model, mode, gamma, ctx, b):
     return {"device": device, "model": model, "mode": mode, "gamma": gamma, "ctx": ctx, "batch": b, "gen": a.gen,
-            "temperature": a.temperature}
+            "temperature": a.temperature, "shared_prefix": a.shared_prefix}
 
 
 def run_server(a, doc, clock, ctx_info, mode, gamma):
@@ -185,7 +194,8 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
     page_eff = page if quant else 1
     try:
         with e2e_server.launch(args, device=a.device, log_dir=a.log_dir / model, model_dir=path,
-                               timeout=max(60.0, min(900.0, clock.left() - 30))) as srv:
+                               timeout=max(60.0, min(900.0, clock.left() - 30)), site=a.site,
+                               overlay=not a.no_overlay) as srv:
             clock.startup = max(clock.startup, srv.startup_s + 10)
             info = srv.info()
             start_log = srv.log_since(0)
@@ -198,7 +208,8 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
             for i, (ctx, b) in enumerate(todo):
                 row = {**_row_base(a, device, model, mode, gamma, ctx, b), **common}
                 cap = info.get("max_total_num_tokens") or 0
-                need = b * (ctx + a.gen + gamma + 1 + page_eff)
+                own = TAIL if a.shared_prefix else ctx
+                need = b * (own + a.gen + gamma + 1 + page_eff) + (ctx - own)
                 if cap and need > 0.95 * cap:
                     _record(a, doc, {**row, "status": "skipped", "reason": f"KV capacity: needs {need} of {cap}"})
                     continue
@@ -209,7 +220,7 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
                     _skip_all(a, doc, todo[i:], device, model, mode, gamma, "server died", status="failed",
                               tail=srv.log_since(max(0, srv.log_size() - 4000)))
                     return
-                _record(a, doc, _measure(a, srv, clock, row, prompts_for(ctx, b)))
+                _record(a, doc, _measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b)))
     except Exception as exc:  # a server that does not start fails its configurations, not the benchmark
         left = [(c, b) for c, b in todo if not e2e_results.done(doc, _row_base(a, device, model, mode, gamma, c, b))]
         _skip_all(a, doc, left, device, model, mode, gamma, f"{type(exc).__name__}: {str(exc)[-3000:]}",
@@ -220,14 +231,28 @@ def _warmup(srv, prompts_for, a, max_ctx, gamma):
     """First-use compilations (Triton kernels, eager draft paths) happen here, not in a measured window."""
     n = min(4, max(a.batch))
     for ctx in sorted({min(a.ctx), max_ctx}):
-        e2e_client.run_batch(srv.url, prompts_for(ctx, n, seed_extra=7), max_new_tokens=2 * gamma + 16,
-                             temperature=a.temperature, timeout=600, procs=1, lead_s=0.1)
-    srv.flush_cache()
+        prompts = _prepare(a, srv, prompts_for, ctx, prompts_for(ctx, n, seed_extra=7))
+        e2e_client.run_batch(srv.url, prompts, max_new_tokens=2 * gamma + 16, temperature=a.temperature,
+                             timeout=900, procs=1, lead_s=0.1)
+    if not a.shared_prefix:
+        srv.flush_cache()
 
 
-def _measure(a, srv, clock, row, prompts):
+def _prepare(a, srv, prompts_for, ctx, prompts):
+    """--shared-prefix: each prompt becomes the context's shared head + its own last TAIL tokens, and the head is
+    primed into the radix cache (a cache hit after the first time: the head depends on ctx only)."""
+    if not a.shared_prefix or ctx <= TAIL:
+        return prompts
+    head = prompts_for(ctx, 1, seed_extra=99)[0][: ctx - TAIL]
+    e2e_client.run_batch(srv.url, [head], max_new_tokens=1, timeout=900, lead_s=0.0)
+    return [head + p[-TAIL:] for p in prompts]
+
+
+def _measure(a, srv, clock, row, prompts_for, prompts):
     t_start = time.monotonic()
-    srv.flush_cache()  # nothing cached from the previous configuration
+    if not a.shared_prefix:
+        srv.flush_cache()  # nothing cached from the previous configuration
+    prompts = _prepare(a, srv, prompts_for, row["ctx"], prompts)
     offset = srv.log_size()
     procs = 1 if a.device == "cpu" else max(1, min(a.procs, math.ceil(row["batch"] / 16)))
     traces = e2e_client.run_batch(srv.url, prompts, max_new_tokens=a.gen, temperature=a.temperature,
@@ -318,11 +343,12 @@ def main(argv=None):
     for key, g in doc.get("gamma", {}).items():
         print(f"[e2e] γ {key}: sweep {g['sweep_geomean_speedup']} measured best {g['measured_best']}, "
               f"cost model {g['costmodel_best']} (α median {g['alpha_median']:.2f})", flush=True)
-    cm_json = doc.get("costmodel", {}).get(f"{device}|{model}")
+    cm_json = doc.get("costmodel", {}).get(e2e_results.group_name(device, model, a.shared_prefix))
     if cm_json:
         import json
 
-        (a.out / f"costmodel_{model}.json").write_text(json.dumps(cm_json, indent=1))
+        suffix = "_shared-prefix" if a.shared_prefix else ""
+        (a.out / f"costmodel_{model}{suffix}.json").write_text(json.dumps(cm_json, indent=1))
     if not a.no_plot:
         try:
             import plot_e2e

@@ -174,4 +174,6 @@ def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> di
         "accept_length": emitted / rounds if rounds else None,
         "generated_mid_window": (sum(counts0) + sum(counts1)) / (2 * b),
         "completion_tokens": sum(int(t["meta"].get("completion_tokens") or 0) for t in traces) / b,
+        # prompt tokens served from the radix cache: ~0 unless --shared-prefix (then ctx - 64)
+        "cached_tokens_per_req": sum(int(t["meta"].get("cached_tokens") or 0) for t in traces) / b,
     }

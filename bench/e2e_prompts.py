@@ -5,11 +5,11 @@
   acceptance), tokenized with the model's own tokenizer - what a code model's acceptance should be measured on.
   (bench/prompts.py, the acceptance study's set, takes whole files of spread lengths; a decode benchmark needs up
   to 128 distinct prompts of one exact length, hence windows of a token stream here.) Prompt i
-  is a window of the token stream at a random offset; windows may overlap, but their first page of tokens is
-  checked to be distinct, so the radix cache never shares a prefix between two requests of a configuration.
+  is a window of the token stream at a random offset; windows may overlap, but no two prompts of a batch start
+  with the same token, so the radix cache (page size 1 for stock SGLang) never shares even one token between them.
   (The GPU machine's Python 3.12 stdlib is not this machine's 3.11: prompts differ between machines, by design
   irrelevant for a decode-speed measurement.)
-* ``random_prompts``: seeded uniform token ids, for models with random weights (step costs only).
+* ``random_prompts``: seeded uniform token ids (distinct first tokens), for models with random weights.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-DISTINCT_PREFIX = 64  # tokens that must differ between any two prompts of one batch (≥ every page size we use)
 SKIP_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
 MIN_CHARS_PER_TOKEN = 3.0  # below: a data table, not code
 
@@ -44,7 +43,7 @@ class PythonCorpus:
                     break
         if batch and total < min_tokens:
             total += self._encode(tok, batch, ids)
-        if total < 2 * DISTINCT_PREFIX:
+        if total < 1024:
             raise RuntimeError(f"only {total} tokens of Python found under {root}")
         self.ids = np.concatenate(ids).astype(np.int64)
         self.source = f"{root} ({len(self.ids)} tokens)"
@@ -59,7 +58,7 @@ class PythonCorpus:
         return n
 
     def prompts(self, n: int, length: int, seed: int) -> list[list[int]]:
-        """``n`` windows of ``length`` tokens with pairwise distinct first ``DISTINCT_PREFIX`` tokens."""
+        """``n`` windows of ``length`` tokens with pairwise distinct first tokens."""
         if length > len(self.ids):
             raise ValueError(f"prompt length {length} exceeds the corpus ({len(self.ids)} tokens)")
         rng = random.Random(seed)
@@ -69,7 +68,7 @@ class PythonCorpus:
                 break
             off = rng.randrange(0, len(self.ids) - length + 1)
             window = self.ids[off: off + length]
-            key = window[:DISTINCT_PREFIX].tobytes()
+            key = int(window[0])
             if key in seen:
                 continue
             seen.add(key)
@@ -80,6 +79,8 @@ class PythonCorpus:
 
 
 def random_prompts(n: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
-    """Seeded uniform ids in [1, vocab) (0 is often EOS/BOS); distinct prefixes with overwhelming probability."""
+    """Seeded uniform ids in [1, vocab) (0 is often EOS/BOS), pairwise distinct first tokens (n < vocab)."""
     rng = np.random.default_rng(seed)
-    return rng.integers(1, vocab_size, size=(n, length), dtype=np.int64).tolist()
+    ids = rng.integers(1, vocab_size, size=(n, length), dtype=np.int64)
+    ids[:, 0] = rng.choice(np.arange(1, vocab_size), size=n, replace=False)
+    return ids.tolist()

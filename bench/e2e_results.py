@@ -5,11 +5,12 @@
     {"meta": {...last run...}, "runs": [...every run's meta...],
      "rows": [{mode, model, batch, ctx, gamma, tok_per_s, baseline_tok_per_s, speedup, accept_length, itl_p50_ms,
                kv_bytes_per_token, device, sglang, status, ...}],
-     "costmodel": {"<device>|<model>": CostModel JSON},
-     "gamma": {"<device>|<model>|<mode>": {"sweep": {γ: geomean speedup}, "measured_best": γ, "costmodel": γ}},
-     "decisions": [{model, mode, ctx, batch, predicted γ*, predicted speedup vs int8/bf16, speculate, ...}]}
+     "models": {name: {"config": HF config, "page_size": P}},
+     "costmodel": {"<device>|<model>[|shared-prefix]": CostModel JSON},
+     "gamma": {"<group>|<mode>": {"sweep_geomean_speedup": {γ: ...}, "measured_best": γ, "costmodel_best": γ, ...}},
+     "decisions": [{group, mode, ctx, batch, α, γ*, predicted speedup vs int8/bf16, speculate}]}
 
-A row is keyed by (device, model, mode, gamma, ctx, batch); a later run replaces it. Derived on every write:
+A row is keyed by (device, model, mode, gamma, ctx, batch, shared_prefix); a later run replaces it. Derived on every write:
 ``baseline_tok_per_s``/``speedup`` (vs the bf16 row of the same cell), ``speedup_vs_int8``, the per-step time
 (``t_step_ms``: a plain step, or a speculation round), α (from τ and γ), the fitted cost model, and each row's
 ``predicted_speedup`` from a fit that leaves that row out (so predicted vs measured is an out-of-sample check).
@@ -30,13 +31,14 @@ except ImportError:  # not installed: the repo itself (appended, so PyPI's `kern
     sys.path.append(str(REPO))
     import sgl_spec.costmodel as cm
 
-KEY = ("device", "model", "mode", "gamma", "ctx", "batch")
+KEY = ("device", "model", "mode", "gamma", "ctx", "batch", "shared_prefix")
+CELL = ("device", "model", "ctx", "batch", "shared_prefix")  # rows of one cell compare with each other
 KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "int8-eager": "ar_int8_eager", "spec-dense": "round",
         "spec-topk": "round"}
 
 
-def row_key(r: dict) -> tuple:
-    return tuple(r.get(k) for k in KEY)
+def row_key(r: dict, keys=KEY) -> tuple:
+    return tuple(bool(r.get(k)) if k == "shared_prefix" else r.get(k) for k in keys)
 
 
 def load(path) -> dict:
@@ -101,12 +103,19 @@ def _predict(model, r: dict):
     return t_bf16 / model.step_time(kind, b, kv)
 
 
+def group_name(device: str, model: str, shared_prefix=False) -> str:
+    return f"{device}|{model}" + ("|shared-prefix" if shared_prefix else "")
+
+
 def derive(doc: dict, model_cfgs: dict, fit: bool = True) -> None:
-    """Recompute every derived field. ``model_cfgs``: model name -> (HF config dict, page size). ``fit=False``
-    skips the cost-model fits (one leave-one-out fit per row: too slow to repeat after every configuration)."""
+    """Recompute every derived field. ``model_cfgs``: model name -> (HF config dict, page size), remembered in the
+    document (``models``) so rows of models from earlier runs keep their fits. ``fit=False`` skips the cost-model
+    fits (one leave-one-out fit per row: too slow to repeat after every configuration)."""
+    known = doc.setdefault("models", {})
+    known.update({name: {"config": c, "page_size": p} for name, (c, p) in model_cfgs.items()})
     rows = doc["rows"]
     cell = lambda r, mode: next((x for x in rows if x.get("status") == "ok" and x["mode"] == mode and  # noqa: E731
-                                 all(x.get(k) == r.get(k) for k in ("device", "model", "ctx", "batch"))), None)
+                                 row_key(x, CELL) == row_key(r, CELL)), None)
     for r in rows:
         if r.get("status") != "ok":
             continue
@@ -122,17 +131,17 @@ def derive(doc: dict, model_cfgs: dict, fit: bool = True) -> None:
     doc["costmodel"], doc["decisions"] = {}, []
     groups = {}
     for r in rows:
-        if r["model"] in model_cfgs:
-            groups.setdefault((r["device"], r["model"]), []).append(r)
-    for (device, model), grp in groups.items():
-        cfg, page = model_cfgs[model]
-        shape = cm.ModelShape.from_hf_config(cfg, page_size=page)
-        prior = cm.default_cost_model(shape, device)
+        if r["model"] in known:
+            groups.setdefault(group_name(r["device"], r["model"], r.get("shared_prefix")), []).append(r)
+    for name, grp in groups.items():
+        model = grp[0]["model"]
+        shape = cm.ModelShape.from_hf_config(known[model]["config"], page_size=known[model]["page_size"])
+        prior = cm.default_cost_model(shape, grp[0]["device"])
         obs = [o for o in map(_observation, grp) if o]
         if not obs:
             continue
-        full = cm.fit(obs, shape, prior=prior, source=f"fitted:{device}|{model}")
-        doc["costmodel"][f"{device}|{model}"] = full.to_json()
+        full = cm.fit(obs, shape, prior=prior, source=f"fitted:{name}")
+        doc["costmodel"][name] = full.to_json()
         for r in grp:
             o = _observation(r)
             if o is None:
@@ -140,7 +149,7 @@ def derive(doc: dict, model_cfgs: dict, fit: bool = True) -> None:
             loo = cm.fit([x for x in obs if x["key"] != o["key"]], shape, prior=prior)
             r["predicted_speedup"] = _predict(loo, r)
             r["predicted_speedup_insample"] = _predict(full, r)
-        _gamma_and_decisions(doc, device, model, grp, full)
+        _gamma_and_decisions(doc, name, grp, full)
 
 
 def _geomean(xs):
@@ -148,7 +157,7 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
-def _gamma_and_decisions(doc, device, model, grp, full) -> None:
+def _gamma_and_decisions(doc, name, grp, full) -> None:
     gam = doc.setdefault("gamma", {})
     for mode in ("spec-dense", "spec-topk"):
         ok = [r for r in grp if r["mode"] == mode and r.get("status") == "ok" and r.get("speedup")]
@@ -165,14 +174,14 @@ def _gamma_and_decisions(doc, device, model, grp, full) -> None:
         cells = sorted({(r["ctx"], r["batch"]) for r in grp if r.get("status") == "ok"})
         model_g = max(cm.GAMMAS, key=lambda g: _geomean(
             [m.speedup(b, b * ctx, g, alpha, "ar_bf16") for ctx, b in cells]) or 0)
-        gam[f"{device}|{model}|{mode}"] = {
+        gam[f"{name}|{mode}"] = {
             "sweep_geomean_speedup": sweep, "common_cells": len(common), "alpha_median": alpha,
             "measured_best": max(sweep, key=lambda g: sweep[g] or 0) if any(sweep.values()) else None,
             "costmodel_best": model_g, "costmodel_fitted": sorted(full.fit_info)}
         for ctx, b in cells:
             g_star, s_int8 = m.best_gamma(b, b * ctx, alpha)
             doc["decisions"].append({
-                "device": device, "model": model, "mode": mode, "ctx": ctx, "batch": b, "alpha": alpha,
+                "group": name, "mode": mode, "ctx": ctx, "batch": b, "alpha": alpha,
                 "gamma_star": g_star, "pred_speedup_vs_int8": s_int8,
                 "pred_speedup_vs_bf16": m.speedup(b, b * ctx, g_star, alpha, "ar_bf16"),
                 "speculate": m.should_speculate(b, b * ctx, alpha, g_star)})

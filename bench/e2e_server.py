@@ -1,7 +1,9 @@
 """bench_e2e.py's SGLang servers: modes, command lines, start/stop, and what the server log says.
 
-GPU: ``python3 -m sglang.launch_server`` with the caller's PYTHONPATH (gpu-kit's /tmp/site and wherever sgl-spec is
-installed), HF_HUB_OFFLINE=1 and SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/cpu/harness.py's command and
+GPU: ``python3 -m sglang.launch_server`` with PYTHONPATH = an overlay that makes this working tree importable as the
+installed sgl-spec (bench/acceptance_server.py's ``make_overlay``: no pip install on the GPU machine, and always the
+tree being benchmarked) + gpu-kit's /tmp/site + the caller's PYTHONPATH; HF_HUB_OFFLINE=1 and
+SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/cpu/harness.py's command and
 environment (sgl_kernel shims, CPU engine). In both, cwd is the log folder (never the repo root, whose kernels/
 folder would shadow PyPI's ``kernels``) and the server runs in its own process group, killed as a group.
 
@@ -28,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -142,10 +145,29 @@ class BenchServer:
         raise RuntimeError("/flush_cache kept failing")
 
 
+def gpu_command(args: list[str], port: int, site, overlay: bool) -> tuple[list[str], dict]:
+    cmd = [sys.executable, "-m", "sglang.launch_server", *args, "--port", str(port)]
+    env = dict(os.environ)
+    paths = [str(site) if site and Path(site).is_dir() else None, env.get("PYTHONPATH")]
+    if overlay:
+        sys.path.insert(0, str(REPO / "bench"))
+        from acceptance_server import make_overlay
+
+        paths.insert(0, str(make_overlay(Path(tempfile.mkdtemp(prefix="sglspec-overlay-")))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    env.pop("TRITON_INTERPRET", None)
+    return cmd, env
+
+
 @contextlib.contextmanager
-def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: float = 900):
+def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: float = 900, site="/tmp/site",
+           overlay: bool = True):
     """Start a server (``args`` after the model path on CPU; full args on GPU), wait until it generates, yield a
-    BenchServer, kill its process group."""
+    BenchServer, kill its process group. GPU: ``site`` (gpu-kit's install) and, with ``overlay``, this working tree
+    as sgl-spec go first on the server's PYTHONPATH."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     port = harness.free_port()
@@ -153,12 +175,7 @@ def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: fl
     if device == "cpu":
         cmd, env = harness.server_command(model_dir, port, args), harness.server_env()
     else:
-        cmd = [sys.executable, "-m", "sglang.launch_server", *args, "--port", str(port)]
-        env = dict(os.environ)
-        env.setdefault("HF_HUB_OFFLINE", "1")
-        env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")
-        env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        env.pop("TRITON_INTERPRET", None)
+        cmd, env = gpu_command(args, port, site, overlay)
     t0 = time.monotonic()
     with open(log_path, "wb") as log:
         log.write(("$ " + " ".join(cmd) + "\n").encode())

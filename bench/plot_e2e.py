@@ -42,16 +42,16 @@ def plot(json_path, out_dir) -> list[Path]:
     written = []
     groups = {}
     for r in doc["rows"]:
-        groups.setdefault((r["device"], r["model"]), []).append(r)
-    for (device, model), rows in groups.items():
+        groups.setdefault((r["device"], r["model"], bool(r.get("shared_prefix"))), []).append(r)
+    for (device, model, shared), rows in groups.items():
         best = _best_rows(rows)
         modes = [m for m in MODE_ORDER if any(k[0] == m for k in best)]
         if not modes:
             continue
         ctxs = sorted({k[1] for k in best})
         batches = sorted({k[2] for k in best})
-        tag = f"{model} on {device}"
-        stem = model.replace("/", "_")
+        tag = f"{model} on {device}" + (" (shared prompt prefix)" if shared else "")
+        stem = model.replace("/", "_") + ("_shared-prefix" if shared else "")
 
         fig, axes = plt.subplots(1, len(modes), figsize=(max(6.0, 4.2 * len(modes)), 3.6), squeeze=False)
         for ax, mode in zip(axes[0], modes):

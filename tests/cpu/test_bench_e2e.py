@@ -11,7 +11,7 @@ sys.path.insert(0, str(BENCH))
 import e2e_client  # noqa: E402
 import e2e_results  # noqa: E402
 import e2e_server  # noqa: E402
-from e2e_prompts import DISTINCT_PREFIX, PythonCorpus, random_prompts  # noqa: E402
+from e2e_prompts import PythonCorpus, random_prompts  # noqa: E402
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "assets" / "tokenizer" / "tokenizer.json"
 
@@ -102,6 +102,28 @@ def test_gpu_server_args_fit_the_grid():
     assert e2e_server.mode_args("bf16", 3) == []
 
 
+def test_gpu_command_overlay_makes_the_tree_the_plugin(tmp_path):
+    """The GPU server's PYTHONPATH: overlay (this tree as sgl-spec, with its SGLang entry point) first, then the
+    site folder. Checked by asking a fresh interpreter with that path what it imports."""
+    import subprocess
+
+    site = tmp_path / "site"
+    site.mkdir()
+    cmd, env = e2e_server.gpu_command(["--model-path", "/m"], 1234, site, overlay=True)
+    assert cmd[-4:] == ["--model-path", "/m", "--port", "1234"] and cmd[1:3] == ["-m", "sglang.launch_server"]
+    parts = env["PYTHONPATH"].split(":")
+    assert parts[1] == str(site) and "TRITON_INTERPRET" not in env and env["HF_HUB_OFFLINE"] == "1"
+    probe = ("import importlib.metadata as m, sgl_spec.costmodel, sgl_spec.kernels.select_topk_pages_ref as k; "
+             "print([e.value for e in m.entry_points(group='sglang.srt.plugins') if e.name == 'quantspec']); "
+             "print(sgl_spec.costmodel.__file__); print(k.__file__)")
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "PYTHONPATH": parts[0]}, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "sgl_spec.plugin:register" in lines[0]
+    assert lines[1].startswith(parts[0]) and lines[2].startswith(parts[0])
+
+
 def test_dummy_model_config(tmp_path):
     d = e2e_server.write_dummy_model("llama3-8b-dummy", tmp_path)
     cfg = json.loads((d / "config.json").read_text())
@@ -113,10 +135,11 @@ def test_python_prompts_exact_length_and_distinct_prefixes():
     corpus = PythonCorpus(TOKENIZER, min_tokens=20_000, root=Path(e2e_server.__file__).parents[1] / "sgl_spec")
     ps = corpus.prompts(17, 300, seed=3)
     assert len(ps) == 17 and all(len(p) == 300 for p in ps)
-    assert len({tuple(p[:DISTINCT_PREFIX]) for p in ps}) == 17
+    assert len({p[0] for p in ps}) == 17  # distinct first tokens: not even one token of shared prefix
     assert ps == corpus.prompts(17, 300, seed=3) and ps != corpus.prompts(17, 300, seed=4)
     rp = random_prompts(5, 40, 8192, seed=1)
     assert len(rp) == 5 and all(len(p) == 40 and 1 <= min(p) and max(p) < 8192 for p in rp)
+    assert len({p[0] for p in random_prompts(128, 8, 200, seed=2)}) == 128
 
 
 def _row(mode, gamma, ctx, b, tps, tau=None):
@@ -138,8 +161,12 @@ def test_results_derive_speedups_alpha_and_gamma_choice():
             e2e_results.upsert(doc, _row("spec-topk", 2, ctx, b, 1800.0 * b, tau=2.4))
             e2e_results.upsert(doc, _row("spec-topk", 4, ctx, b, 2000.0 * b, tau=3.4))
     e2e_results.upsert(doc, _row("bf16", 0, 4096, 1, 1000.0))  # a rerun replaces, never duplicates
+    shared = [{**_row(m, 0, 4096, 1, t), "shared_prefix": True} for m, t in (("bf16", 500.0), ("int8", 1000.0))]
+    for r in shared:  # a shared-prefix cell is its own cell: no collision, its own baseline
+        e2e_results.upsert(doc, r)
     e2e_results.derive(doc, {"m": (cfg, 64)})
-    assert len(doc["rows"]) == 48
+    assert len(doc["rows"]) == 50 and shared[1]["speedup"] == pytest.approx(2.0)
+    assert "H200|m|shared-prefix" in doc["costmodel"]
     r = next(x for x in doc["rows"] if x["mode"] == "spec-topk" and x["gamma"] == 4 and x["batch"] == 8)
     assert r["speedup"] == pytest.approx(2.0) and r["speedup_vs_int8"] == pytest.approx(2000 / 1500)
     assert r["baseline_tok_per_s"] == pytest.approx(8000)
@@ -147,9 +174,10 @@ def test_results_derive_speedups_alpha_and_gamma_choice():
     assert r["t_step_ms"] == pytest.approx(1e3 * 8 * 3.4 / 16000)  # a round emits b·τ tokens
     assert r["predicted_speedup"] is not None and r["predicted_speedup"] > 0
     g = doc["gamma"]["H200|m|spec-topk"]
+    assert doc["models"]["m"]["page_size"] == 64
     assert g["measured_best"] == 4 and g["common_cells"] == 12
     assert "H200|m" in doc["costmodel"] and len(doc["decisions"]) == 12
-    bf = next(x for x in doc["rows"] if x["mode"] == "bf16")
+    bf = next(x for x in doc["rows"] if x["mode"] == "bf16" and not x.get("shared_prefix"))
     assert bf["speedup"] == 1.0 and bf["predicted_speedup"] is None
     assert e2e_results.done(doc, _row("int8", 0, 8192, 32, 0)) and not e2e_results.done(doc, _row("int8", 0, 1, 1, 0))
 
@@ -170,6 +198,7 @@ def test_smoke_run_end_to_end(tmp_path):
         assert r["status"] == "ok", r
         assert r["tok_per_s"] > 0 and r["window_tokens"] > 0 and r["itl_p50_ms"] > 0
         assert r["sglang"] == "0.5.17" and r["device"] == "cpu"
+        assert r["cached_tokens_per_req"] == 0  # distinct prompts: no accidental prefix sharing
         assert r["speedup"] == pytest.approx(r["tok_per_s"] / rows[("bf16", b)]["tok_per_s"])
     for b in (1, 3):
         spec = rows[("spec-topk", b)]
