@@ -20,7 +20,8 @@ acceptance is flagged meaningless).
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk --gammas 2,4,6 \
       --ctx 4096,15360 --batch 1,32,128 --budget-s 540                                         # γ sweep
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk,spec-dense --gammas auto --budget-s 540
-  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8,spec-topk --budget-s 540  # step costs
+  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8 --shared-prefix --budget-s 540  # step
+  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes spec-topk --shared-prefix --budget-s 540   # costs
   python bench/plot_e2e.py bench/results/e2e.json                                              # PNGs (CPU is fine)
   # CPU: tiny random Llama, bf16 + spec-topk (γ=2) x 4 configurations, every code path (~2 min)
   python bench/bench_e2e.py --smoke
