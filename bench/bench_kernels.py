@@ -195,7 +195,12 @@ def copy_gbps(a, timer):
     n = (1 << 30) if a.device == "cuda" else (64 << 20)
     src = torch.empty(n, dtype=torch.uint8, device=a.device).random_(0, 256)
     dst = torch.empty_like(src)
-    ms = timer(lambda: dst.copy_(src))
+    if a.device == "cuda":  # one large kernel: timed eagerly (a graph replay of this copy measured ~20% slower)
+        import triton.testing
+
+        ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=a.warmup_ms, rep=a.rep_ms, return_mode="median")
+    else:
+        ms = timer(lambda: dst.copy_(src))
     return 2 * n / ms / 1e6
 
 
