@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from harness import ServerFailed, launch_server, run_server_expect_failure, server_env
+from oracle import register_view
 
 pytestmark = pytest.mark.server
 
@@ -29,41 +30,12 @@ def prompt(n, seed):
     return torch.randint(1, 8000, (n,), generator=g).tolist()
 
 
-# ---- oracle --------------------------------------------------------------------------------------------------------
-def view_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    """query [1, Hq, T, D], key/value [1, Hkv, T, D] of the whole sequence -> [1, T, Hq, D] under the INT8 view."""
-    from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
-
-    _, Hq, T, D = query.shape
-    Hkv = key.shape[1]
-    k, v = key[0].float(), value[0].float()  # [Hkv, T, D]
-    n = T // P  # complete pages
-    k8, v8 = k.clone(), v.clone()  # positions of the incomplete last page are never read through the INT8 view
-    if n:
-        pages = quantize_pages_ref(k[:, : n * P].reshape(Hkv, n, P, D).transpose(0, 1),
-                                   v[:, : n * P].reshape(Hkv, n, P, D).transpose(0, 1))
-        dk = dequant_keys_ref(pages["k_upper"], pages["k_lower"], pages["k_scale"], pages["k_zero"], False)
-        dv = dequant_values_ref(pages["v_upper"], pages["v_lower"], pages["v_scale"], pages["v_zero"], False)
-        k8[:, : n * P] = dk.transpose(0, 1).reshape(Hkv, n * P, D)
-        v8[:, : n * P] = dv.transpose(0, 1).reshape(Hkv, n * P, D)
-    pos = torch.arange(T)
-    int8 = (pos[None, :] // P) < (pos[:, None] // P)  # [query, key]: an earlier page
-    full = ((pos[None, :] // P) == (pos[:, None] // P)) & (pos[None, :] <= pos[:, None])  # own page, causal
-    G = Hq // Hkv
-    q = query[0].float().view(Hkv, G, T, D)
-    logits = torch.where(int8, torch.einsum("hgqd,hkd->hgqk", q, k8), torch.einsum("hgqd,hkd->hgqk", q, k)) * scaling
-    logits = logits.masked_fill(~(int8 | full), float("-inf"))
-    p = torch.softmax(logits, dim=-1)
-    out = torch.where(int8, p, 0.0) @ v8[:, None] + torch.where(full, p, 0.0) @ v[:, None]  # [Hkv, G, T, D]
-    return out.reshape(Hq, T, D).transpose(0, 1)[None].to(query.dtype), None
-
-
+# ---- oracle (tests/cpu/oracle.py) ---------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def oracle(tiny_llama_fp32):
-    from transformers import AttentionInterface, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    AttentionInterface.register("quantspec_view", view_attention)
-    model = LlamaForCausalLM.from_pretrained(tiny_llama_fp32, dtype=torch.float32, attn_implementation="quantspec_view")
+    model = LlamaForCausalLM.from_pretrained(tiny_llama_fp32, dtype=torch.float32, attn_implementation=register_view(P))
     model.eval()
 
     def logits(ids):

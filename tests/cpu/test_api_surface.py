@@ -1,0 +1,96 @@
+"""SGLang's user-facing APIs in front of ``--spec-algo quantspec`` (tiny random Llama, fp32, default quantspec
+settings): native /generate (plain and streaming), the OpenAI completions and chat endpoints (streaming too), and
+an SGLang frontend program (``sgl.function`` with ``gen`` and ``select`` through ``sgl.RuntimeEndpoint``).
+
+Each path must give the same greedy text as a direct /generate of the same prompt: speculation may change how
+tokens are batched into stream chunks, never which tokens come out. The tokenizer (tests/assets/tokenizer) ships a
+chat template, so the chat endpoint needs no --chat-template.
+"""
+import math
+
+import pytest
+
+from harness import launch_server
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
+
+ARGS = ["--dtype", "float32", "--spec-algo", "quantspec", "--sleep-on-idle"]
+N = 24
+PROMPT = "import os\nimport sys\n\nclass Config:\n    def __init__(self, path):\n"
+GREEDY = {"max_new_tokens": N, "temperature": 0, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def server(tiny_llama_fp32):
+    with launch_server(tiny_llama_fp32, ARGS) as srv:
+        assert srv.server_info()["speculative_algorithm"] == "QUANTSPEC"
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def native(server):
+    out = server.generate(PROMPT, max_new_tokens=N)
+    assert len(out["output_ids"]) == N and out["meta_info"]["spec_verify_ct"] > 0
+    return out
+
+
+def test_generate_stream_equals_non_stream(server, native):
+    events = list(server.stream("/generate", {"text": PROMPT, "sampling_params": GREEDY}))
+    assert len(events) > 1  # really incremental
+    texts = [e["text"] for e in events]  # native streaming sends the text so far
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+    assert texts[-1] == native["text"] and events[-1]["output_ids"] == native["output_ids"]
+    assert events[-1]["meta_info"]["spec_verify_ct"] == native["meta_info"]["spec_verify_ct"]
+
+
+def test_openai_completions(server, native):
+    out = server.completions(PROMPT, max_tokens=N, ignore_eos=True)
+    assert out["choices"][0]["text"] == native["text"]
+    assert out["usage"]["completion_tokens"] == N and out["choices"][0]["finish_reason"] == "length"
+    chunks = list(server.stream("/v1/completions", {"model": "default", "prompt": PROMPT, "max_tokens": N,
+                                                    "temperature": 0, "ignore_eos": True}))
+    assert "".join(c["choices"][0]["text"] for c in chunks if c.get("choices")) == native["text"]
+
+
+def test_openai_chat_completions(server, tiny_llama_fp32):
+    from transformers import AutoTokenizer
+
+    messages = [{"role": "user", "content": "Write a function that adds two numbers."}]
+    tok = AutoTokenizer.from_pretrained(tiny_llama_fp32)
+    templated = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    direct = server.generate(templated, max_new_tokens=N)
+    out = server.chat(messages, max_tokens=N, ignore_eos=True)
+    msg = out["choices"][0]["message"]
+    assert msg["role"] == "assistant" and msg["content"] == direct["text"]
+    assert out["usage"]["completion_tokens"] == N
+    chunks = list(server.stream("/v1/chat/completions", {"model": "default", "messages": messages, "max_tokens": N,
+                                                         "temperature": 0, "ignore_eos": True}))
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    assert text == direct["text"]
+
+
+def test_frontend_program_gen_and_select(server):
+    import sglang as sgl
+
+    choices = ["python", "rust", "go"]
+
+    @sgl.function
+    def program(s, question):
+        s += "# Q: " + question + "\n"
+        s += "lang = " + sgl.select("lang", choices=choices) + "\n"
+        s += "def " + sgl.gen("code", max_tokens=12, temperature=0)
+
+    backend = sgl.RuntimeEndpoint(server.url)
+    states = program.run_batch([{"question": q} for q in ("which language?", "sum a list")], backend=backend)
+    for st in states:
+        assert st["lang"] in choices
+        scores = st.get_meta_info("lang")["normalized_prompt_logprobs"]
+        assert len(scores) == len(choices) and all(math.isfinite(x) for x in scores)
+        assert st["lang"] == choices[scores.index(max(scores))]  # select = the best-scoring choice
+        text = st.text()
+        prefix = text[: len(text) - len(st["code"])]
+        assert prefix.endswith(f"lang = {st['lang']}\ndef ")
+        direct = server._json(server.post("/generate", {"text": prefix, "sampling_params": {
+            "max_new_tokens": 12, "temperature": 0}}))
+        assert st["code"] == direct["text"]
+        assert st.get_meta_info("code")["spec_verify_ct"] > 0  # the program's gen ran speculatively
