@@ -31,6 +31,8 @@ Default server args (DEFAULT_ARGS), chosen for 2 cores and little memory:
 - `--skip-server-warmup`: the warmup request only costs time; readiness is checked by /health_generate, which runs a
   real one-token generation through the scheduler.
 - `--random-seed 0`: deterministic sampling when a test samples.
+- `--sleep-on-idle`: an idle SGLang scheduler otherwise busy-polls a whole core, slowing any server or test beside it
+  on 2 cores.
 On the GPU machine the same tests run against a CUDA server: set SGL_SPEC_TEST_DEVICE=cuda (a test-only knob).
 Then the command uses `--device cuda` and SGLang's own attention backend choice (no torch_native, CUDA graphs on),
 and the environment keeps the caller's PYTHONPATH (the gpu-kit install in /tmp/site) without the CPU shims.
@@ -57,6 +59,7 @@ DEFAULT_ARGS = (
     "--max-running-requests", "16",
     "--skip-server-warmup",
     "--random-seed", "0",
+    "--sleep-on-idle",
 )
 LOG_TAIL_LINES = 80
 
