@@ -229,10 +229,16 @@ class Server:
                     return
                 yield json.loads(data)
 
-    def flush_cache(self):
-        resp = requests.post(self.url + "/flush_cache", timeout=60)
-        if resp.status_code != 200:
-            raise ServerFailed(f"/flush_cache -> {resp.status_code}: {resp.text[:500]}")
+    def flush_cache(self, tries=40):
+        """/flush_cache is refused while the scheduler still holds a request, which it may briefly do after that
+        request's HTTP response went out: retry for ~10 s before failing."""
+        for attempt in range(tries):
+            resp = requests.post(self.url + "/flush_cache", timeout=60)
+            if resp.status_code == 200:
+                return
+            if attempt + 1 < tries:
+                time.sleep(0.25)
+        raise ServerFailed(f"/flush_cache -> {resp.status_code}: {resp.text[:500]}")
 
     def server_info(self):
         return self._json(requests.get(self.url + "/server_info", timeout=60))

@@ -10,13 +10,12 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from harness import ServerFailed, launch_server, run_server_expect_failure, server_env
+from harness import launch_server, run_server_expect_failure, server_env
 from oracle import register_view
 
 pytestmark = pytest.mark.server
@@ -65,16 +64,6 @@ def assert_matches_oracle(oracle, ids, r):
     torch.testing.assert_close(got, ref, atol=1e-4, rtol=0)
 
 
-def flush(server, tries=40):
-    """/flush_cache is refused while the scheduler still holds a request, which it may briefly do after the HTTP
-    response of that request went out."""
-    for _ in range(tries - 1):
-        try:
-            return server.flush_cache()
-        except ServerFailed:
-            time.sleep(0.25)
-    server.flush_cache()
-
 
 # ---- tests ---------------------------------------------------------------------------------------------------------
 def test_view_oracle_is_not_plain_attention(oracle, tiny_llama_fp32):
@@ -104,7 +93,7 @@ def test_batched_greedy_equals_teacher_forcing_oracle(server, oracle):
 def test_decode_path_equals_the_servers_own_prefill_rescoring(server):
     ids = prompt(150, seed=1)
     out = server.generate(input_ids=ids, max_new_tokens=40)["output_ids"]
-    flush(server)  # re-score cold, in one EXTEND (chunked by 64)
+    server.flush_cache()  # re-score cold, in one EXTEND (chunked by 64)
     r = server.generate(input_ids=ids + out[:-1], max_new_tokens=1, return_logprob=True, logprob_start_len=0,
                         top_logprobs_num=1)
     top = [x[0][1] for x in r["meta_info"]["input_top_logprobs"][len(ids):]]
@@ -113,7 +102,7 @@ def test_decode_path_equals_the_servers_own_prefill_rescoring(server):
 
 
 def test_radix_prefix_hit_reuses_quantized_pages(server, oracle):
-    flush(server)
+    server.flush_cache()
     ids = prompt(150, seed=2)
     cold = server.generate(input_ids=ids, max_new_tokens=32)
     hot = server.generate(input_ids=ids, max_new_tokens=32)

@@ -16,14 +16,13 @@ import re
 import subprocess
 import sys
 import sysconfig
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
-from harness import ServerFailed, launch_server
+from harness import launch_server
 from oracle import REPO, Scorer, agreement, greedy_mismatches, pycode_model_dir
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(1800)]
@@ -67,15 +66,6 @@ def _gen(srv, ids, n=N_NEW, **extra):
     return srv._json(srv.post("/generate", payload, timeout=600))
 
 
-def _flush(srv, tries=40):
-    """/flush_cache is refused while the scheduler still holds a finished request for a moment."""
-    for _ in range(tries - 1):
-        try:
-            return srv.flush_cache()
-        except ServerFailed:
-            time.sleep(0.25)
-    srv.flush_cache()
-
 
 # ---- fixtures ------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -96,7 +86,7 @@ def int8_results(model_dir, prompts):
     with launch_server(model_dir, INT8_ARGS) as srv:
         res = []
         for _, ids in prompts:
-            _flush(srv)
+            srv.flush_cache()
             res.append(_gen(srv, ids, return_logprob=True))
     return res
 
@@ -110,7 +100,7 @@ def spec_server(model_dir, int8_results):  # int8_results first: its server is g
 @pytest.fixture(scope="module")
 def spec_results(spec_server, prompts):
     """Speculative, one request at a time, radix cache kept: the last two prompts hit pages of earlier ones."""
-    _flush(spec_server)
+    spec_server.flush_cache()
     return [_gen(spec_server, ids, return_logprob=True) for _, ids in prompts]
 
 
@@ -171,9 +161,9 @@ def test_spec_metrics_and_mean_accept_length(spec_results):
 # ---- radix cache, batching ----------------------------------------------------------------------------------------
 def test_prefix_hit_gives_the_cold_output(spec_server, prompts):
     base, other = prompts[14][1], prompts[20][1]  # other = base[:640] + 100 tokens of another file
-    _flush(spec_server)
+    spec_server.flush_cache()
     cold = _gen(spec_server, other)
-    _flush(spec_server)
+    spec_server.flush_cache()
     _gen(spec_server, base)
     hot = _gen(spec_server, other)
     assert cold["meta_info"]["cached_tokens"] == 0
@@ -183,7 +173,7 @@ def test_prefix_hit_gives_the_cold_output(spec_server, prompts):
 
 def test_sixteen_concurrent_mixed_lengths_equal_batch_one(spec_server, prompts, spec_results):
     idx = list(range(16))  # 12 … 700 tokens (3 of them past 8 pages: sparse drafts in a batch)
-    _flush(spec_server)
+    spec_server.flush_cache()
     with ThreadPoolExecutor(len(idx)) as ex:
         conc = list(ex.map(lambda i: _gen(spec_server, prompts[i][1])["output_ids"], idx))
     diff = [len(prompts[i][1]) for i, c in zip(idx, conc) if c != spec_results[i]["output_ids"]]

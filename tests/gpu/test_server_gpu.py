@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))
 from harness import launch_server  # noqa: E402
 from oracle import pycode_model_dir  # noqa: E402
-from test_pycode_server import _flush, _gen, code_prompts  # noqa: E402
+from test_pycode_server import _gen, code_prompts  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.timeout(1200)]
 
@@ -49,7 +49,7 @@ def int8_out(prompts):
     with launch_server(pycode_model_dir(), INT8_ARGS) as srv:
         out = []
         for _, ids in prompts:
-            _flush(srv)
+            srv.flush_cache()
             out.append(_gen(srv, ids)["output_ids"])
         return out
 
@@ -57,7 +57,7 @@ def int8_out(prompts):
 @pytest.fixture(scope="module")
 def spec(prompts, int8_out):
     with launch_server(pycode_model_dir(), SPEC_ARGS) as srv:
-        _flush(srv)
+        srv.flush_cache()
         res = [_gen(srv, ids) for _, ids in prompts]
         yield srv, res
 
@@ -80,11 +80,11 @@ def test_accept_length_reported(spec):
 
 def test_prefix_hit_gives_cold_output_on_gpu(prompts, spec):
     srv, res = spec
-    _flush(srv)
+    srv.flush_cache()
     ids = prompts[19][1]  # 1500 tokens
     cold = _gen(srv, ids)
     warm = _gen(srv, ids[:1024] + prompts[0][1][:40])
-    _flush(srv)
+    srv.flush_cache()
     warm_cold = _gen(srv, ids[:1024] + prompts[0][1][:40])
     assert cold["output_ids"] == res[19]["output_ids"]
     assert warm["meta_info"]["cached_tokens"] >= 1024 - 64
@@ -93,7 +93,7 @@ def test_prefix_hit_gives_cold_output_on_gpu(prompts, spec):
 
 def test_sixteen_concurrent_equal_one_at_a_time_on_gpu(prompts, spec):
     srv, res = spec
-    _flush(srv)
+    srv.flush_cache()
     idx = list(range(16))
     with ThreadPoolExecutor(16) as pool:
         outs = list(pool.map(lambda i: _gen(srv, prompts[i][1])["output_ids"], idx))
