@@ -8,6 +8,7 @@ graphs; ``--eager`` times plain calls too. bw = bytes that must move / time / me
 
     python bench/dev_kernels.py --out $OUT                       # default grid
     python bench/dev_kernels.py --draft "65536:1:64,131072:8:64" --variants "ns=1x;ns=2x;st=4"
+    python bench/dev_kernels.py --draft "" --quantize "" --out $OUT     # verify only: check, then new / off / v0
 """
 from __future__ import annotations
 
@@ -124,9 +125,35 @@ def bench_draft(cfgs, variants, gbps, log, eager):
     return rows
 
 
-def bench_verify(cfgs, nq, gbps, log):
-    from sgl_spec.kernels.verify_attention import verify_attention
+def verify_variant(var):
+    """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
+    'nr=168/pps=3' style overrides of the new kernel's register cap / programs per SM (split heuristic)."""
+    import verify_attention_v0 as v0
+    from sgl_spec.kernels import verify_attention as va
 
+    if var == "v0":
+        return v0.verify_attention, True, {}
+    kw, scores, pps = {}, True, None
+    for part in filter(None, var.split("/")):
+        if part == "off":
+            scores = False
+        elif part.startswith("nr="):
+            kw["maxnreg"] = int(part[3:]) or None
+        elif part.startswith("pps="):
+            pps = int(part[4:])
+    if pps is None:
+        return va.verify_attention, scores, kw
+
+    def fn(*a, **k):  # dev only: the split heuristic reads the module knob at launch
+        saved, va.PROGRAMS_PER_SM = va.PROGRAMS_PER_SM, pps
+        try:
+            return va.verify_attention(*a, **k)
+        finally:
+            va.PROGRAMS_PER_SM = saved
+    return fn, scores, kw
+
+
+def bench_verify(cfgs, nq, gbps, log, variants):
     rows = []
     gen = torch.Generator().manual_seed(1)
     for ctx, B, P in cfgs:
@@ -135,21 +162,66 @@ def bench_verify(cfgs, nq, gbps, log):
         q = torch.randn(B, nq, HQ, D, device="cuda", dtype=DTYPE)
         out = torch.empty_like(q)
         sc = torch.zeros(B, HKV, qb.page_table.shape[1], device="cuda")
+        qs = verify_q_start(qb, nq)
         parts = []
-        for with_scores, pf in ((True, None), (False, None), (True, False)):
-            fn = lambda s=(sc if with_scores else None), pf=pf: verify_attention(  # noqa: E731
-                q, qb.store, qb.page_table, verify_q_start(qb, nq), qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE,
-                scores=s, out=out, **({} if pf is None else {"prefetch": pf}))
-            ms = timer(fn)
+        for var in variants:
+            impl, with_scores, kw = verify_variant(var)
+            fn = lambda impl=impl, s=(sc if with_scores else None), kw=kw: impl(  # noqa: E731
+                q, qb.store, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE, scores=s, out=out, **kw)
+            try:
+                ms = timer(fn)
+            except Exception as e:  # a variant that does not compile/fit is reported, not fatal
+                parts.append(f"{var or 'new'}: {type(e).__name__}")
+                log(f"  verify variant {var}: {type(e).__name__}: {str(e)[:300]}")
+                continue
             bw = bytes_verify(P, lens, nq, with_scores) / ms / 1e6 / gbps
-            rows.append(dict(kernel=f"verify_nq{nq}", scores=with_scores, prefetch=pf, ctx=ctx, batch=B, page=P,
-                             us=ms * 1e3, bw=bw))
-            parts.append(f"{'scores' if with_scores else 'plain'}{'' if pf is None else ' pf=' + str(pf)} "
-                         f"{ms * 1e3:.1f}us {bw:.0%}")
+            rows.append(dict(kernel=f"verify_nq{nq}", variant=var or "new", scores=with_scores, ctx=ctx, batch=B,
+                             page=P, us=ms * 1e3, bw=bw))
+            parts.append(f"{var or 'new'} {ms * 1e3:.1f}us {bw:.0%}")
         log(f"verify nq={nq} ctx={ctx:>6} B={B:>2} P={P:>3} | " + " | ".join(parts))
         qb = None  # noqa: F841 (free the pool before the next configuration)
         torch.cuda.empty_cache()
     return rows
+
+
+def check_verify(log):
+    """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
+    included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position."""
+    from sgl_spec.kernels.verify_attention import verify_attention
+    from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
+
+    gen = torch.Generator().manual_seed(int(time.time()))
+    worst = 0.0
+    for P in (32, 64, 128):
+        for lens in ([4097], [3 * P + 5, 9, 2 * P, 9 * P + 63]):
+            toks = [(torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE) * 2
+                     + torch.randn(1, HKV, D, generator=gen).to("cuda", DTYPE) * 3,
+                     torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE)) for n in lens]
+            qb = quant_pages(lens, P, "cuda", tokens=toks, gen=gen)[0]
+            for nq in (1, 5):
+                nq_ = min(nq, min(lens))
+                q = torch.randn(len(lens), nq_, HQ, D, generator=gen).to("cuda", DTYPE)
+                qs = verify_q_start(qb, nq_)
+                args = (q, qb.store, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE)
+                out = torch.full_like(q, float("nan"))
+                sc = torch.full((len(lens), HKV, qb.page_table.shape[1]), float("nan"), device="cuda")
+                verify_attention(*args, scores=sc, out=out)
+                sc_ref = sc.clone().fill_(float("nan"))
+                want = ref(*args, scores=sc_ref, out=torch.empty(q.shape, device="cuda"))
+                err = ((out.float() - want).norm() / want.norm()).item()
+                sc_err = (sc.nan_to_num(0) - sc_ref.nan_to_num(0)).abs().max().item()
+                same_nan = torch.equal(sc.isnan(), sc_ref.isnan())
+                rows_eq = True
+                for i in range(nq_):
+                    one = torch.empty_like(q[:, i:i + 1])
+                    verify_attention(q[:, i:i + 1].contiguous(), *args[1:3], qs + i, *args[4:], out=one)
+                    rows_eq &= torch.equal(one[:, 0], out[:, i])
+                bad = (~torch.isfinite(out)).sum().item()
+                ok = err < 1e-2 and sc_err < 5e-2 and same_nan and rows_eq and bad == 0
+                worst = max(worst, err if err == err else float("inf"))
+                log(f"check verify P={P} lens={lens} nq={nq_}: rel err {err:.2e} score max abs err {sc_err:.1e} "
+                    f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} -> {'ok' if ok else 'FAIL'}")
+    return worst
 
 
 def bench_quantize(batches, P, gbps, log):
@@ -201,7 +273,9 @@ def main():
     ap.add_argument("--out", default="/tmp/dev_kernels")
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
     ap.add_argument("--variants", default="")
-    ap.add_argument("--verify", default="32768:1:64,131072:1:64,131072:8:64")
+    ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
+    ap.add_argument("--verify-variants", default=",off,v0,nr=168/pps=3",
+                    help="comma list: '' new kernel, off = scores off, v0 = previous kernel, nr=N/pps=K overrides")
     ap.add_argument("--nq", type=int, default=5)
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
@@ -219,11 +293,13 @@ def main():
     gbps = copy_gbps()
     log(f"[device] {torch.cuda.get_device_name()} copy {gbps:.0f} GB/s triton {triton.__version__}")
     res = dict(device=torch.cuda.get_device_name(), copy_gbps=gbps, argv=sys.argv, rows=[])
-    if not a.skip_check:
+    if not a.skip_check and a.draft:
         res["draft_check_worst_rel"] = check_draft(log)
+    if not a.skip_check and a.verify:
+        res["verify_check_worst_rel"] = check_verify(log)
     res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
     if a.verify:
-        res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log)
+        res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","))
     if a.quantize:
         for P in (64, 128):
             res["rows"] += bench_quantize([int(x) for x in a.quantize.split(",")], P, gbps, log)

@@ -92,8 +92,38 @@ def _draft(P=64):
                         num_stages=1 if pf else st, maxnreg=nr), f"draft_decode P={P} (Llama-3-8B shapes)")
 
 
+def _verify(old=False, maxnreg=None, has_scores=True):
+    """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code."""
+    if old:
+        sys.path.insert(0, os.path.dirname(__file__))
+        import verify_attention_v0 as va
+    else:
+        from sgl_spec.kernels import verify_attention as va
+    params = list(inspect.signature(va._verify_attention_kernel.fn).parameters)
+    types = {p: "*i32" for p in params[:18]}
+    types.update(Q="*bf16", HK="*bf16", HV="*bf16", VS="*fp16", VZ="*fp16", PM="*fp32", PL="*fp32", PACC="*fp32",
+                 SCORES="*fp32", qk_scale="fp32", sm_scale="fp32")
+    if old:
+        types.update(KU="*u8", KL="*u8", VU="*u8", VL="*u8", KS="*fp16", KZ="*fp16")
+        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=32, BLOCK_G=4, HAS_SCORES=has_scores, NUM_STAGES=2,
+                     PREFETCH=False)
+        nw, st, opts = 4, 2, {}
+    else:
+        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=32, BLOCK_G=4, HAS_SCORES=has_scores, USE_ASM=True)
+        nr = va.MAXNREG if maxnreg is None else maxnreg
+        nw, st, opts = va.NUM_WARPS, 1, ({"maxnreg": nr} if nr else {})
+    plain = ("sq_n", "spt_j", "ssc_j", "NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r", "C", "S1", "HQ")
+    tag = f"verify_attention {'v0' if old else 'new'} scores={'on' if has_scores else 'off'} maxnreg={opts.get('maxnreg')}"
+    report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
+           tag)
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "draft":
         for P in (64, 128):
             _draft(P)
+    elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg]
+        _verify(old="old" in sys.argv[2:], maxnreg=next((int(a) for a in sys.argv[2:] if a.isdigit()), None))
+        _verify(old="old" in sys.argv[2:], maxnreg=next((int(a) for a in sys.argv[2:] if a.isdigit()), None),
+                has_scores=False)

@@ -1,6 +1,6 @@
 """Triton ``verify_attention``: INT8-view paged attention for γ+1 query rows with fused page scores.
 
-Semantics: docs/CONTRACTS.md and the pure-torch twin ``verify_attention_ref.py``.
+Semantics: docs/CONTRACTS.md and the pure-torch twin ``verify_attention_ref.py``. Measurements: bench/NOTES_kernels.md.
 
 Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
 * a program owns ``BLOCK_M`` query rows of one KV head: row ``r = slot * G + g`` (``g`` = query head of the group,
@@ -9,50 +9,53 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   and the same operations whether it is verified with γ others (NQ = γ+1) or decoded alone (NQ = 1).
   ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks (1 for γ ≤ 7 and G ≤ 8) sit next to each other on grid axis 0, so they
   read a page through L2 once.
-* split 0 reads the ring (full precision, ≤ 2 pages, one page per iteration); split ``s ≥ 1`` reads logical pages
-  ``[(s-1)C, sC)`` through the INT8 view, one page per iteration, the next page's loads in flight. The partition
-  ``C`` depends on shapes only (B, Hkv, MAXP, SM count), so the page sequence a row sees is independent of NQ and
-  of q_start (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
-* per page: both planes ``[P, D/2]`` bytes -> ``c - 7.5`` of each half of D as exact fp16 numbers (``c | 0x6400`` is
-  the fp16 ``1024 + c``: an OR and subtracts instead of a slow int->float convert); keys: the channel scale is
-  folded into q (one fp16 A operand per page) and ``q·z`` is a second small MMA (z is exact in fp16); values: the
-  token scale is folded into p, the zero term added per row. The page loads stay in the loop body and Triton's
-  pipeliner issues them as cp.async copies ahead of use (NUM_STAGES).
+* split 0 reads the ring (full precision, ≤ 2 pages, one page per iteration, rows as the MMA M dimension); split
+  ``s ≥ 1`` reads logical pages ``[(s-1)C, sC)`` through the INT8 view. The partition ``C`` depends on Hkv, MAXP and
+  the SM count only (never NQ, B or q_start), so the page sequence a row sees is the same in every call that contains
+  it (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
+* INT8 pages (the draft kernel's layout, kernels/draft_decode.py): the page's P tokens are the MMA's M dimension,
+  ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
+  both planes -> one fp16 FMA per pair, kernels/int8_words.py), so Q^T is one constant operand for every page; and
+  ``O^T [D, BLOCK_M] += (C_v - 128)^T [D, P] (p∘s_v)^T [P, BLOCK_M]`` with exact centred value codes; the value zero
+  term and the row sums are accumulated per (token, row) and reduced once after the loop. Q keeps its own precision
+  (bf16 -> fp16 is exact) and sm_scale·log2(e) is applied to the fp32 logits. Page i+1's words and scales are loaded
+  into registers before page i is computed (num_stages=1): Triton's pipeliner, given the page-id load that addresses
+  the tiles, waits for all outstanding cp.async copies every page (bench/NOTES_kernels.md).
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
-  the page's tokens per row, max over the two score rows per head, summed over the G heads; one store per page by
-  the program that owns it (no atomics).
+  the page's tokens per row (the softmax's column max), max over the two score rows per head, summed over the G
+  heads; one store per page by the program that owns it (no atomics).
 Stage 2, grid ``(Hq / BLOCK_H, NQ, B)``: per row, merge the partials (m, l, acc) of the hot split and of the page
 splits stage 1 wrote (their count follows from q_start and the partition; the others are never read).
 """
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.int8_words import keys_i8, prep_key_scales, values_i8
 from sgl_spec.kernels.verify_attention_ref import default_score_rows
 
 RING = 2
 LOG2E = 1.4426950408889634
-# Split heuristic (GPU tuning knobs): ~PROGRAMS_PER_SM programs per SM over the B*Hkv heads, but at least
-# MIN_TOKENS_PER_SPLIT tokens a program, so that writing and merging its (NQ*G x D fp32) partial stays small next to
-# the K/V bytes it reads.
-PROGRAMS_PER_SM = 2
+# Split heuristic (GPU tuning knobs): PROGRAMS_PER_SM page programs fit an SM (registers); among split counts that
+# exactly fill 1..MAX_WAVES waves of Hkv * splits programs, the cheapest (waves / splits) wins, but a split keeps at
+# least MIN_TOKENS_PER_SPLIT tokens so that writing and merging its (NQ*G x D fp32) partial stays small next to the
+# K/V bytes it reads. B does not enter (a row's result must not depend on its batch), so B > 1 runs B x as many.
+PROGRAMS_PER_SM = 2  # 255 registers a thread at 4 warps (ptxas, sm_90; capped at 168 it spills ~250 B a thread)
+MAX_WAVES = 4
+SPLIT_SLACK = 0.02
 MIN_TOKENS_PER_SPLIT = 256
 CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is exercised
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
-# Stage-1 GPU knobs: pipeline depth of the page loop; warps for small / big (BLOCK_M * max(D/2, P) >= 2048) tiles.
-# The tiles need ~250 registers a thread (ptxas, sm_90); these picks compile without spills for most shapes.
-NUM_STAGES = 2
-# Hand-written register double buffering of the page loop instead of Triton's pipeliner: measured slower on an H100
-# (131k B=1: 493 us vs 407 us; the bytes then reach the MMA layouts through 16-bit shared-memory stores), so off.
-PREFETCH = False
-MAXNREG = None
+# Stage-1 GPU launch: 4 warps (one wgmma warpgroup: M = 64 tokens), register prefetch (num_stages=1); MAXNREG caps
+# the registers (None: ptxas's choice, no spills) and must agree with PROGRAMS_PER_SM.
 NUM_WARPS = 4
-NUM_WARPS_BIG = 8
+MAXNREG = None
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,11 +65,25 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def pages_per_split(batch: int, num_kv_heads: int, max_pages: int, page_size: int, device) -> int:
-    """Pages per split ``C`` from shapes only (never NQ): ~PROGRAMS_PER_SM programs per SM over B*Hkv heads."""
-    splits = max(1, min(max_pages, triton.cdiv(PROGRAMS_PER_SM * _num_sms(torch.device(device)),
-                                               max(1, batch * num_kv_heads))))
-    return max(1, triton.cdiv(max_pages, splits), MIN_TOKENS_PER_SPLIT // page_size)
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device) -> int:
+    """Pages per split ``C`` from Hkv, MAXP and the SM count only: with S = PROGRAMS_PER_SM * SMs program slots and
+    Hkv * n page programs, time goes as waves / n; take the n that fills whole waves best (B=1, Hkv=8, 132 SMs:
+    49 splits, one wave)."""
+    if max_pages <= 0:
+        return 1
+    slots = max(1, PROGRAMS_PER_SM * _num_sms(torch.device(device)))
+    cap = max(1, max_pages)
+    best, best_cost = 1, float(triton.cdiv(num_kv_heads, slots))
+    for waves in range(1, MAX_WAVES + 1):
+        n = min(waves * slots // max(1, num_kv_heads), cap)
+        cost = triton.cdiv(num_kv_heads * n, slots) / n if n >= 1 else float("inf")
+        if cost < best_cost * (1 - SPLIT_SLACK):
+            best, best_cost = n, cost
+    return max(1, triton.cdiv(max_pages, best), MIN_TOKENS_PER_SPLIT // page_size)
 
 
 def block_rows(group: int) -> int:
@@ -75,21 +92,9 @@ def block_rows(group: int) -> int:
 
 
 @triton.jit
-def _code_lo(up, lo):
-    """Packed plane bytes (as int16) -> fp16 ``c - 7.5`` of channel j (low nibbles), c = 16u + l'. ``c | 0x6400`` is
-    the fp16 1024 + c, so an OR and two subtracts replace a slow int -> float conversion; every step is exact."""
-    return ((((up & 0xF) << 4) | (lo & 0xF) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0) - 7.5
-
-
-@triton.jit
-def _code_hi(up, lo):
-    """As ``_code_lo`` for channel j + D/2 (high nibbles)."""
-    return (((up & 0xF0) | ((lo >> 4) & 0xF) | 0x6400).to(tl.int16).to(tl.float16, bitcast=True) - 1024.0) - 7.5
-
-
-@triton.jit
 def _online_step(s, m, l):
-    """Online-softmax step on masked log2 logits s [M, N]; m starts at -1e30 so a masked tile is an exact no-op."""
+    """Online-softmax step on masked log2 logits s [M, N] (ring pages); m starts at -1e30 so a masked tile is an
+    exact no-op."""
     m_new = tl.maximum(m, tl.max(s, 1))
     alpha = tl.exp2(m - m_new)
     p = tl.exp2(s - m_new[:, None])
@@ -97,68 +102,70 @@ def _online_step(s, m, l):
 
 
 @triton.jit
-def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, h, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
-               n, dh, dmask, DH: tl.constexpr, ok=True):
-    """One page's bytes and scales (raw dtypes); ``ok`` False loads nothing (zeros)."""
-    dmask = dmask & ok
-    pbase = pg * spl_p + h * spl_h
-    kt_off = pbase + n[None, :] * spl_n + dh[:, None]  # K^T tiles [BLOCK_DH, P]: dot operand B of q·k
-    ku = tl.load(KU + kt_off, mask=dmask[:, None], other=0)
-    kl = tl.load(KL + kt_off, mask=dmask[:, None], other=0)
-    v_off = pbase + n[:, None] * spl_n + dh[None, :]  # V tiles [P, BLOCK_DH]: dot operand B of p·v
-    vu = tl.load(VU + v_off, mask=dmask[None, :], other=0)
-    vl = tl.load(VL + v_off, mask=dmask[None, :], other=0)
-    ks_off = pg * sks_p + h * sks_h + dh
-    ks_lo = tl.load(KS + ks_off, mask=dmask, other=0.0)
-    ks_hi = tl.load(KS + ks_off + DH, mask=dmask, other=0.0)
-    kz_lo = tl.load(KZ + ks_off, mask=dmask, other=0.0)
-    kz_hi = tl.load(KZ + ks_off + DH, mask=dmask, other=0.0)
-    vs_off = pg * svs_p + h * svs_h + n
-    return (ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, tl.load(VS + vs_off, mask=ok, other=0.0),
-            tl.load(VZ + vs_off, mask=ok, other=0.0))
+def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok,
+               W: tl.constexpr):
+    """One page's INT8 tiles for KV head h: the four planes as int32 words [P, BLOCK_W], the key scales/zeros as
+    int32 fp16-pair tiles [BLOCK_W, 2] per half of D, the value scales/zeros fp16 [P]. ``ok`` False loads zeros."""
+    pg = pg.to(tl.int64)
+    tile = pg * s_wp + h * s_wh + n[:, None].to(tl.int64) * W + offs_w[None, :]
+    m2 = ok & w_ok[None, :]
+    ku = tl.load(KU + tile, mask=m2, other=0, cache_modifier=".cg")
+    kl = tl.load(KL + tile, mask=m2, other=0, cache_modifier=".cg")
+    vu = tl.load(VU + tile, mask=m2, other=0, cache_modifier=".cg")
+    vl = tl.load(VL + tile, mask=m2, other=0, cache_modifier=".cg")
+    # word 2w + t of k_scale / k_zero holds channels 4w + 2t, 4w + 2t + 1
+    pair = pg * s_sp + h * s_sh + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
+    m1 = ok & w_ok[:, None]
+    ks_lo = tl.load(KS + pair, mask=m1, other=0, eviction_policy="evict_first")
+    ks_hi = tl.load(KS + pair + 2 * W, mask=m1, other=0, eviction_policy="evict_first")
+    kz_lo = tl.load(KZ + pair, mask=m1, other=0, eviction_policy="evict_first")
+    kz_hi = tl.load(KZ + pair + 2 * W, mask=m1, other=0, eviction_policy="evict_first")
+    vrow = pg * s_vp + h * s_vh + n
+    vs = tl.load(VS + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
+    vz = tl.load(VZ + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
+    return ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz
 
 
 @triton.jit
-def _int8_page(ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, q_lo, q_hi, qk_scale, kq_scale,
-               m, l, acc_lo, acc_hi, j, own_page, row_ok, slot, g, n_front, rblk, n_scored, score_ptr,
-               P: tl.constexpr, G: tl.constexpr, BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr):
-    """One INT8 page for all rows of the block; q_lo/q_hi are fp16, k = z + (s/16)(c - 7.5), v likewise.
-    logits (log2 units) = (qk_scale/16)·(q*s)·(c - 7.5) + qk_scale·q·z, both as fp16 MMAs: q*s is one fp16 rounding
-    (|rel err| <= 2^-11; s is left unscaled so that small scales stay out of fp16 subnormals), c - 7.5 and z are
-    exact, and z enters as a B operand broadcast over the page's tokens (no per-row reduction, no second q layout).
-    values: acc16 = sum_n p_n*s_n*(c_n - 7.5) + 16*p_n*z_n, i.e. 16x the output (the caller divides once)."""
-    ku16 = ku.to(tl.int16)  # one half of D at a time keeps a single fp16 code tile alive
-    kl16 = kl.to(tl.int16)
-    sc = tl.dot(q_lo * ks_lo[None, :], _code_lo(ku16, kl16))
-    sc = tl.dot(q_hi * ks_hi[None, :], _code_hi(ku16, kl16), sc)
-    sz = tl.dot(q_lo, tl.broadcast_to(kz_lo[:, None], (kz_lo.shape[0], P)))
-    sz = tl.dot(q_hi, tl.broadcast_to(kz_hi[:, None], (kz_hi.shape[0], P)), sz)
-    s = sc * kq_scale + sz * qk_scale
+def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
+               kz_hi, vs, vz, j, n_scored, score_lim, vis, sel, gg, score_ptr, G: tl.constexpr, HAS_SCORES: tl.constexpr,
+               USE_ASM: tl.constexpr):
+    """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
+    running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums of p
+    and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
+    s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
+    s16_hi, zz_hi = prep_key_scales(ks_hi, kz_hi, USE_ASM)
+    k_lo, k_hi = keys_i8(ku, kl, s16_lo, zz_lo, s16_hi, zz_hi, USE_ASM)
+    s = tl.dot(k_lo, qt_lo)
+    s = tl.dot(k_hi, qt_hi, s)  # [P, BLOCK_M] raw q·k
+    if j >= n_scored:  # the only pages some rows must not see (rows' own pages start at q_start // P)
+        s = tl.where(vis[None, :], s, float("-inf"))
+    cm = tl.max(s, 0)
     if HAS_SCORES:
-        if (rblk == 0) & (j < n_scored):
-            gg = tl.arange(0, BLOCK_G)
-            sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])
-            head_max = tl.max(tl.where(sel, tl.max(s, 1)[:, None], float("-inf")), 0)  # [BLOCK_G]
-            tl.store(score_ptr, tl.sum(tl.where(gg < G, head_max, 0.0), 0) * 0.6931471805599453)  # log2 -> ln
-    s = tl.where((row_ok & (j < own_page))[:, None], s, float("-inf"))
-    m, alpha, p, l = _online_step(s, m, l)
-    pv = (p * vs.to(tl.float32)[None, :]).to(tl.float16)
-    pz = tl.sum(p * (16.0 * vz.to(tl.float32))[None, :], 1)[:, None]
-    vu16 = vu.to(tl.int16)
-    vl16 = vl.to(tl.int16)
-    acc_lo = tl.dot(pv, _code_lo(vu16, vl16), acc_lo * alpha[:, None]) + pz
-    acc_hi = tl.dot(pv, _code_hi(vu16, vl16), acc_hi * alpha[:, None]) + pz
-    return m, l, acc_lo, acc_hi
+        if j < score_lim:  # n_scored in the score rows' row block, else 0
+            head_max = tl.max(tl.where(sel, cm[:, None], float("-inf")), 0)  # [BLOCK_G]
+            tl.store(score_ptr, tl.sum(tl.where(gg < G, head_max, 0.0), 0) * sm_scale)
+    m_new = tl.maximum(m_r, cm)
+    alpha = tl.exp2((m_r - m_new) * qk_scale)
+    p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
+    vsf = vs.to(tl.float32)
+    l_t = l_t * alpha[None, :] + p
+    z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
+    ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
+    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+    at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
+    at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
+    return m_new, l_t, z_t, at_lo, at_hi
 
 
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
     Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, SCORES,
-    qk_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
-    sq_b, sq_n, sq_h, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h, spt_b, spt_j,
+    qk_scale, sm_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
+    sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, ssc_b, ssc_h, ssc_j,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, NUM_STAGES: tl.constexpr, PREFETCH: tl.constexpr,
+    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -186,36 +193,35 @@ def _verify_attention_kernel(
         hq = h * G + g
         h64 = h.to(tl.int64)
         dh = tl.arange(0, BLOCK_DH)
-        if BLOCK_DH == DH:  # a splat mask keeps the byte loads vectorized
+        if BLOCK_DH == DH:  # a splat mask keeps the loads vectorized
             dmask = tl.full([BLOCK_DH], 1, tl.int1)
         else:
             dmask = dh < DH
         n = tl.arange(0, P)
-        q_ptr = Q + b * sq_b + i.to(tl.int64)[:, None] * sq_n + hq.to(tl.int64)[:, None] * sq_h + dh[None, :]
+        q_row = Q + b * sq_b + i.to(tl.int64) * sq_n + hq.to(tl.int64) * sq_h  # [BLOCK_M]
         qmask = row_ok[:, None] & dmask[None, :]
-        q_lo = tl.load(q_ptr, mask=qmask, other=0.0)  # model dtype
-        q_hi = tl.load(q_ptr + DH, mask=qmask, other=0.0)
-
-        m = tl.full([BLOCK_M], -1.0e30, tl.float32)
-        l = tl.zeros([BLOCK_M], tl.float32)
-        acc_lo = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
-        acc_hi = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
         if split == 0:
             # ---- full-precision ring pages of the window (<= 2); a row reads only its own page, tokens <= pos ----
             # fp32 operands: fp16/bf16 -> tf32 is exact, so q·k products are exact; the ring is tiny next to the
             # pages, so the slower tf32 MMA costs nothing measurable (and the interpreter cannot dot bf16).
+            q_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float32)
+            q_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float32)
+            m = tl.full([BLOCK_M], -1.0e30, tl.float32)
+            l = tl.zeros([BLOCK_M], tl.float32)
+            acc_lo = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
+            acc_hi = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
             hslot = tl.load(HSLOT + b).to(tl.int64)
             max_pos = q_start + NQ - 1
-            for L in tl.range(q_start // P, n_req + 1, num_stages=1):  # <= 2 iterations: not worth smem stages
+            for L in tl.range(q_start // P, n_req + 1, num_stages=1):  # <= 2 iterations
                 tok = L * P + n
                 tmask = tok <= max_pos  # ring entries past the window are stale: never loaded
-                hbase = hslot * shk_s + (L % 2) * shk_r + h64 * shk_h  # R = RING = 2; ring index * stride: small
+                hbase = hslot * shk_s + (L % 2) * shk_r + h64 * shk_h  # R = RING = 2
                 kt_ptr = HK + hbase + n[None, :].to(tl.int64) * shk_n + dh[:, None]  # K^T tile [BLOCK_DH, P]
                 kmask = dmask[:, None] & tmask[None, :]
                 kt_lo = tl.load(kt_ptr, mask=kmask, other=0.0).to(tl.float32)
                 kt_hi = tl.load(kt_ptr + DH, mask=kmask, other=0.0).to(tl.float32)
-                s = tl.dot(q_lo.to(tl.float32), kt_lo, input_precision="tf32")
-                s = tl.dot(q_hi.to(tl.float32), kt_hi, s, input_precision="tf32") * qk_scale
+                s = tl.dot(q_lo, kt_lo, input_precision="tf32")
+                s = tl.dot(q_hi, kt_hi, s, input_precision="tf32") * qk_scale
                 vis = (row_ok & (own_page == L))[:, None] & (tok[None, :] <= pos[:, None])
                 s = tl.where(vis, s, float("-inf"))
                 m, alpha, p, l = _online_step(s, m, l)
@@ -226,46 +232,46 @@ def _verify_attention_kernel(
                 acc_lo = tl.dot(p, v_lo, acc_lo * alpha[:, None], input_precision="tf32")
                 acc_hi = tl.dot(p, v_hi, acc_hi * alpha[:, None], input_precision="tf32")
         else:
-            # ---- INT8 view of logical pages [j0, j1), one page per iteration -----------------------------------
-            kq_scale = qk_scale * 0.0625
-            # bf16 -> fp16 is exact for |q| in [2^-14, 65504] (bf16 has fewer mantissa bits); only far-subnormal
-            # components, which contribute nothing measurable, are rounded.
-            q16_lo = q_lo.to(tl.float16)
-            q16_hi = q_hi.to(tl.float16)
+            # ---- INT8 view of logical pages [j0, j1), tokens as the MMA M dimension, next page prefetched -------
+            # Q^T halves [BLOCK_DH, BLOCK_M] in fp16: bf16 -> fp16 is exact for |q| in [2^-14, 65504] (only
+            # far-subnormal components, which contribute nothing measurable, are rounded).
+            qt_ok = dmask[:, None] & row_ok[None, :]
+            qt_lo = tl.load(q_row[None, :] + dh[:, None], mask=qt_ok, other=0.0).to(tl.float16)
+            qt_hi = tl.load(q_row[None, :] + dh[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
+            offs_w = tl.arange(0, BLOCK_DH // 4)
+            w_ok = offs_w < DH // 4
             j1 = tl.minimum(j0 + C, n_req)
             n_scored = q_start // P  # pages j < q_start // P get a score (every row sees all of them)
+            score_lim = tl.where(rblk == 0, n_scored, 0)
+            gg = tl.arange(0, BLOCK_G)
+            sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])  # [BLOCK_M, BLOCK_G]
+            sc_row = SCORES + b * ssc_b + h64 * ssc_h
             pt_row = PT + b * spt_b
-            if PREFETCH:
-                # register double buffering by hand (num_stages=1): page j+1's loads are issued before page j is
-                # computed. Triton's pipeliner, given the page-id load that addresses the tiles, waits for *all*
-                # outstanding cp.async copies every iteration (DEPBAR 0), so nothing overlapped.
-                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
-                    KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0).to(tl.int64),
-                    h64, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h, n, dh, dmask, DH, j0 < j1)
-                pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0).to(tl.int64)
-                for j in tl.range(j0, j1, num_stages=1):
-                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, h64, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p,
-                        svs_h, n, dh, dmask, DH, j + 1 < j1)
-                    pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0).to(tl.int64)
-                    m, l, acc_lo, acc_hi = _int8_page(
-                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, q16_lo, q16_hi, qk_scale, kq_scale,
-                        m, l, acc_lo, acc_hi, j, own_page, row_ok, slot, g, n_front, rblk, n_scored,
-                        SCORES + b * ssc_b + h64 * ssc_h + j * ssc_j, P, G, BLOCK_G, HAS_SCORES)
-                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
-            else:
-                for j in tl.range(j0, j1, num_stages=NUM_STAGES):
-                    pg = tl.load(pt_row + j * spt_j).to(tl.int64)
-                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg, h64, spl_p, spl_h, spl_n, sks_p, sks_h, svs_p, svs_h,
-                        n, dh, dmask, DH)
-                    m, l, acc_lo, acc_hi = _int8_page(
-                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, q16_lo, q16_hi, qk_scale, kq_scale,
-                        m, l, acc_lo, acc_hi, j, own_page, row_ok, slot, g, n_front, rblk, n_scored,
-                        SCORES + b * ssc_b + h64 * ssc_h + j * ssc_j, P, G, BLOCK_G, HAS_SCORES)
-            acc_lo = acc_lo * 0.0625
-            acc_hi = acc_hi * 0.0625
+            m_r = tl.full([BLOCK_M], -1.0e30, tl.float32)
+            l_t = tl.zeros([P, BLOCK_M], tl.float32)
+            z_t = tl.zeros([P, BLOCK_M], tl.float32)
+            at_lo = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
+            at_hi = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
+            ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
+                KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0), j0 < j1, h64,
+                s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
+            pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
+            for j in tl.range(j0, j1, num_stages=1):
+                nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
+                    KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
+                    n, offs_w, w_ok, DH // 4)
+                pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
+                m_r, l_t, z_t, at_lo, at_hi = _int8_page(
+                    m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi,
+                    kz_lo, kz_hi, vs, vz, j, n_scored, score_lim, row_ok & (j < own_page), sel, gg,
+                    sc_row + j * ssc_j, G, HAS_SCORES, USE_ASM)
+                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+            m = m_r * qk_scale
+            l = tl.sum(l_t, 0)
+            zs = tl.sum(z_t, 0)
+            acc_lo = tl.trans(at_lo * 0.0625 + zs[None, :])
+            acc_hi = tl.trans(at_hi * 0.0625 + zs[None, :])
 
         # ---- partials [B, NQ, Hq, S1] (m, l) and [B, NQ, Hq, S1, 2*DH] (acc) ------------------------------------
         prow = ((b * NQ + i.to(tl.int64)) * HQ + hq.to(tl.int64)) * S1 + split
@@ -313,22 +319,26 @@ def _verify_merge_kernel(
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, prefetch=None):
+                     out=None, maxnreg=None):
+    """See docs/CONTRACTS.md. ``maxnreg`` (keyword, optional) overrides the stage-1 register cap (tuning)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
     assert q.dtype in (torch.float16, torch.bfloat16), q.dtype
-    assert D == 2 * DH and DH >= 16 and Hq % Hkv == 0 and 1 <= NQ <= P, (q.shape, store.k_upper.shape)
+    assert D == 2 * DH and DH >= 16 and DH % 4 == 0 and Hq % Hkv == 0 and 1 <= NQ <= P, \
+        (q.shape, store.k_upper.shape)  # DH % 4: the planes are read as int32 words
     G = Hq // Hkv
     assert q.stride(3) == 1
     planes = (store.k_upper, store.k_lower, store.v_upper, store.v_lower)
     for t in planes:
         assert t.dtype == torch.uint8 and t.shape == planes[0].shape and t.stride() == planes[0].stride()
-    assert planes[0].stride(3) == 1
+    assert planes[0].stride(3) == 1 and planes[0].stride(2) == DH, "packed [P, D/2] page rows"
+    words = [t.view(torch.int32) for t in planes]  # 4 packed bytes per word
     for s_, z_, shape in ((store.k_scale, store.k_zero, (NPAGES, Hkv, D)), (store.v_scale, store.v_zero,
                                                                              (NPAGES, Hkv, P))):
         assert s_.dtype == z_.dtype == torch.float16 and s_.shape == z_.shape == shape and s_.stride() == z_.stride()
         assert s_.stride(2) == 1
+    ks32, kz32 = store.k_scale.view(torch.int32), store.k_zero.view(torch.int32)  # fp16 pairs of channels
     MAXP = page_table.shape[1]
     assert page_table.shape == (B, MAXP) and page_table.dtype in (torch.int32, torch.int64)
     assert q_start.shape == (B,) and q_start.dtype == torch.int32
@@ -345,7 +355,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert out.shape == q.shape and out.dtype == q.dtype and out.stride(3) == 1
     if B == 0:
         return out
-    C = pages_per_split(B, Hkv, MAXP, P, q.device)
+    C = pages_per_split(Hkv, MAXP, P, q.device)
     S1 = 1 + triton.cdiv(MAXP, C)  # split 0 = ring, then page splits
     BLOCK_M = block_rows(G)
     RB = triton.cdiv(NQ * G, BLOCK_M)
@@ -354,26 +364,23 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pl = torch.empty_like(pm)
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer, never touched when HAS_SCORES is False
-    big = BLOCK_M * max(DH, P) >= 32 * 64
-    pf = PREFETCH if prefetch is None else bool(prefetch)
+    nr = MAXNREG if maxnreg is None else maxnreg
     # ---- launch ------------------------------------------------------------------------------------------------------
     _verify_attention_kernel[(Hkv * RB, S1, B)](
-        Q=q, KU=store.k_upper, KL=store.k_lower, VU=store.v_upper, VL=store.v_lower, KS=store.k_scale,
-        KZ=store.k_zero, VS=store.v_scale, VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
+        Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
+        VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
         HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, SCORES=sc,
-        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
+        qk_scale=float(sm_scale) * LOG2E, sm_scale=float(sm_scale), NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
         n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
         sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
-        spl_p=planes[0].stride(0), spl_h=planes[0].stride(1), spl_n=planes[0].stride(2),
-        sks_p=store.k_scale.stride(0), sks_h=store.k_scale.stride(1),
-        svs_p=store.v_scale.stride(0), svs_h=store.v_scale.stride(1),
+        s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
+        s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
         G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH), BLOCK_M=BLOCK_M,
-        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, NUM_STAGES=NUM_STAGES, PREFETCH=pf,
-        num_warps=NUM_WARPS_BIG if big else NUM_WARPS, num_stages=1 if pf else NUM_STAGES,
-        **({"maxnreg": MAXNREG} if pf and MAXNREG and q.is_cuda else {}),
+        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, USE_ASM=not _interpreting(),
+        num_warps=NUM_WARPS, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
