@@ -1,0 +1,189 @@
+"""The previous quantize_pages kernel (main at fc1bbf2), kept only so bench/dev_quantize.py can time old vs new on the
+same machine and inputs. Not used by sgl_spec; delete once the new kernel is measured.
+
+Triton ``quantize_pages``: full-precision K/V pages -> nibble-plane pages (format in sgl_spec/kvformat.py).
+
+One launch quantizes many pages: grid ``(n_pages, Hkv, 2)``, the last axis picks keys (0) or values (1), so one
+program owns one [P, D] tile of one head and never synchronizes with another. The tile is handled as two
+[P, D/2] halves (channels j and j + D/2), which is exactly the pair a packed byte holds.
+
+Arithmetic is bit-for-bit the one of ``quantize_groups_ref`` (fp32, same operation order):
+* divisions use ``div_rn`` (IEEE round-to-nearest; Triton's default fp32 ``/`` is approximate on NVIDIA GPUs);
+* the launch passes ``enable_fp_fusion=False`` so ``(x - z) * inv + 0.5`` is not contracted into an FMA, which would
+  round once where the reference rounds twice;
+* fp16 rounding down/up of zero/scale emulates ``torch.nextafter`` on the fp16 bit pattern (bitcast to int16).
+So codes agree with the reference except where a GPU-vs-CPU difference we did not foresee puts q within float
+rounding of a 1/16 boundary; the tests allow exactly that and nothing else.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+_SRC_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@triton.jit
+def _fp16_round_down(x):
+    """Largest fp16 <= clamp(x, ±65504) (x fp32), returned as fp32. Mirrors kvformat.fp16_round_down."""
+    xc = tl.minimum(tl.maximum(x, -65504.0), 65504.0)
+    h = xc.to(tl.float16)
+    bits = h.to(tl.int16, bitcast=True).to(tl.int32)
+    # nextafter(h, -inf): positive -> one ulp down; +0 -> -min_subnormal (0x8001); negative (incl. -0) -> magnitude up
+    down = tl.where(bits > 0, bits - 1, tl.where(bits == 0, -32767, bits + 1))
+    h_down = down.to(tl.int16).to(tl.float16, bitcast=True)
+    return tl.where(h.to(tl.float32) > xc, h_down.to(tl.float32), h.to(tl.float32))
+
+
+@triton.jit
+def _fp16_round_up(x):
+    """Smallest fp16 >= clamp(x, ±65504) (x fp32), returned as fp32. Mirrors kvformat.fp16_round_up."""
+    xc = tl.minimum(tl.maximum(x, -65504.0), 65504.0)
+    h = xc.to(tl.float16)
+    bits = h.to(tl.int16, bitcast=True).to(tl.int32)
+    # nextafter(h, +inf): positive or +0 -> one ulp up; -0 (-32768) -> +min_subnormal; negative -> magnitude down
+    up = tl.where(bits >= 0, bits + 1, tl.where(bits == -32768, 1, bits - 1))
+    h_up = up.to(tl.int16).to(tl.float16, bitcast=True)
+    return tl.where(h.to(tl.float32) < xc, h_up.to(tl.float32), h.to(tl.float32))
+
+
+@triton.jit
+def _scale_zero(mn, mx):
+    """(scale, zero) as fp32 values exactly representable in fp16, and the reciprocal of the scale (0 if s == 0)."""
+    zero = _fp16_round_down(mn)
+    scale = tl.maximum(_fp16_round_up(tl.math.div_rn(mx - zero, 15.0)), 0.0)
+    inv = tl.where(scale > 0, tl.math.div_rn(1.0, tl.where(scale > 0, scale, 1.0)), 0.0)
+    return scale, zero, inv
+
+
+@triton.jit
+def _codes(x, z, inv):
+    """Upper code u in [0, 15] and lower code l + 8 in [0, 15] (int32), same op order as quantize_groups_ref."""
+    q = (x - z) * inv
+    u = tl.minimum(tl.maximum(tl.floor(q + 0.5), 0.0), 15.0)
+    r16 = (q - u) * 16.0
+    l = tl.minimum(tl.maximum(tl.floor(r16), -8.0), 7.0)
+    return u.to(tl.int32), (l + 8.0).to(tl.int32)
+
+
+@triton.jit
+def _quantize_tile(src, s_t, s_h, s_d, row0, h, page,
+                   up_ptr, lo_ptr, sc_ptr, zp_ptr, p_page, p_h, p_n, p_j, g_page, g_h, g_i,
+                   P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, PER_TOKEN: tl.constexpr):
+    # int64 only in the scalar page/row bases; offsets inside a tile are int32 (the launcher checks they fit): int64
+    # per-element pointers would double the registers of a tile that is already register-heavy.
+    n = tl.arange(0, P)
+    j = tl.arange(0, BLOCK_DH)
+    jm = j < DH
+    m2 = (n[:, None] < P) & jm[None, :]
+    tile = src + row0 * s_t + h * s_h + n[:, None] * s_t
+    xa = tl.load(tile + j[None, :] * s_d, mask=m2, other=0.0).to(tl.float32)  # channels j
+    xb = tl.load(tile + (j[None, :] + DH) * s_d, mask=m2, other=0.0).to(tl.float32)  # channels j + D/2
+    sc_ptr = sc_ptr + page * g_page + h * g_h
+    zp_ptr = zp_ptr + page * g_page + h * g_h
+    if PER_TOKEN:  # values: one group per token, over all D channels (both halves)
+        mn = tl.minimum(tl.min(tl.where(m2, xa, float("inf")), 1), tl.min(tl.where(m2, xb, float("inf")), 1))
+        mx = tl.maximum(tl.max(tl.where(m2, xa, -float("inf")), 1), tl.max(tl.where(m2, xb, -float("inf")), 1))
+        s, z, inv = _scale_zero(mn, mx)
+        ua, la = _codes(xa, z[:, None], inv[:, None])
+        ub, lb = _codes(xb, z[:, None], inv[:, None])
+        tl.store(sc_ptr + n * g_i, s.to(tl.float16))
+        tl.store(zp_ptr + n * g_i, z.to(tl.float16))
+    else:  # keys: one group per channel, over the page's P tokens
+        sa, za, inva = _scale_zero(tl.min(xa, 0), tl.max(xa, 0))
+        sb, zb, invb = _scale_zero(tl.min(xb, 0), tl.max(xb, 0))
+        ua, la = _codes(xa, za[None, :], inva[None, :])
+        ub, lb = _codes(xb, zb[None, :], invb[None, :])
+        tl.store(sc_ptr + j * g_i, sa.to(tl.float16), mask=jm)
+        tl.store(zp_ptr + j * g_i, za.to(tl.float16), mask=jm)
+        tl.store(sc_ptr + (j + DH) * g_i, sb.to(tl.float16), mask=jm)
+        tl.store(zp_ptr + (j + DH) * g_i, zb.to(tl.float16), mask=jm)
+    dst = n[:, None] * p_n + j[None, :] * p_j
+    tl.store(up_ptr + page * p_page + h * p_h + dst, (ua | (ub << 4)).to(tl.uint8), mask=m2)
+    tl.store(lo_ptr + page * p_page + h * p_h + dst, (la | (lb << 4)).to(tl.uint8), mask=m2)
+
+
+@triton.jit
+def _quantize_pages_kernel(
+    k_ptr, v_ptr, row_ptr, page_ptr,
+    ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr,
+    sk_t, sk_h, sk_d, sv_t, sv_h, sv_d,
+    kp_page, kp_h, kp_n, kp_j, vp_page, vp_h, vp_n, vp_j,
+    kg_page, kg_h, kg_d, vg_page, vg_h, vg_n,
+    P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr,
+):
+    i = tl.program_id(0)
+    h = tl.program_id(1).to(tl.int64)
+    row0 = tl.load(row_ptr + i).to(tl.int64)
+    page = tl.load(page_ptr + i).to(tl.int64)
+    if tl.program_id(2) == 0:
+        _quantize_tile(k_ptr, sk_t, sk_h, sk_d, row0, h, page, ku_ptr, kl_ptr, ks_ptr, kz_ptr,
+                       kp_page, kp_h, kp_n, kp_j, kg_page, kg_h, kg_d, P, DH, BLOCK_DH, False)
+    else:
+        _quantize_tile(v_ptr, sv_t, sv_h, sv_d, row0, h, page, vu_ptr, vl_ptr, vs_ptr, vz_ptr,
+                       vp_page, vp_h, vp_n, vp_j, vg_page, vg_h, vg_n, P, DH, BLOCK_DH, True)
+
+
+def _check_pair(a: torch.Tensor, b: torch.Tensor, shape, dtype, what: str):
+    for t in (a, b):
+        if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+            raise ValueError(f"{what}: expected {tuple(shape)} {dtype}, got {tuple(t.shape)} {t.dtype}")
+    if a.stride() != b.stride():
+        raise ValueError(f"{what}: the two tensors must share strides (one stride set is passed to the kernel)")
+
+
+def quantize_pages(src_k, src_v, src_row, page_ids, store):
+    """Quantize pages ``page_ids[i]`` of ``store`` (PageStore, written in place) from rows
+    ``src_row[i] … src_row[i]+P-1`` of ``src_k``/``src_v`` [T, Hkv, D] (any strides). Returns ``store``."""
+    if src_k.dim() != 3 or src_k.shape != src_v.shape:
+        raise ValueError(f"src_k/src_v must be [T, H, D] of equal shape, got {tuple(src_k.shape)} {tuple(src_v.shape)}")
+    if src_k.dtype not in _SRC_DTYPES or src_v.dtype != src_k.dtype:
+        raise ValueError(f"src_k/src_v must share a dtype in {_SRC_DTYPES}, got {src_k.dtype} {src_v.dtype}")
+    _, H, D = src_k.shape
+    NP, Hs, P, DH = store.k_upper.shape
+    if P & (P - 1) or Hs != H or 2 * DH != D:
+        raise ValueError(f"store planes {tuple(store.k_upper.shape)} do not match src heads/head_dim {H}/{D} "
+                         "(or the page size is not a power of 2)")
+    _check_pair(store.k_upper, store.k_lower, (NP, H, P, DH), torch.uint8, "k planes")
+    _check_pair(store.v_upper, store.v_lower, (NP, H, P, DH), torch.uint8, "v planes")
+    _check_pair(store.k_scale, store.k_zero, (NP, H, D), torch.float16, "k_scale/k_zero")
+    _check_pair(store.v_scale, store.v_zero, (NP, H, P), torch.float16, "v_scale/v_zero")
+    if src_row.dim() != 1 or page_ids.dim() != 1 or src_row.shape != page_ids.shape:
+        raise ValueError(f"src_row/page_ids must be 1-D of equal length, got {tuple(src_row.shape)} "
+                         f"{tuple(page_ids.shape)}")
+    if src_row.dtype not in (torch.int32, torch.int64) or page_ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"src_row/page_ids must be integer tensors, got {src_row.dtype} {page_ids.dtype}")
+    devs = {t.device for t in (src_k, src_v, src_row, page_ids, store.k_upper, store.v_upper, store.k_scale,
+                               store.v_scale)}
+    if len(devs) != 1:
+        raise ValueError(f"all tensors must be on one device, got {devs}")
+    n = src_row.shape[0]
+    if n == 0:
+        return store
+    # offsets inside one tile are int32 in the kernel (row and page bases are int64): check the spans fit
+    spans = [P * abs(t.stride(0)) + D * abs(t.stride(2)) for t in (src_k, src_v)]
+    spans += [P * abs(t.stride(2)) + DH * abs(t.stride(3)) for t in (store.k_upper, store.v_upper)]
+    spans += [D * abs(store.k_scale.stride(2)), P * abs(store.v_scale.stride(2))]
+    if max(spans) >= 2**31:
+        raise ValueError(f"strides too large for int32 offsets inside one page tile: {max(spans)}")
+    src_row, page_ids = src_row.contiguous(), page_ids.contiguous()
+    # <= 32 tile elements per thread: ptxas (sm_90) then reports 95-170 registers and no spills for P in 32..128 and
+    # D in 64, 128 (at 4 warps a 64x128 tile needed 240 and 128x128 spilled).
+    num_warps = max(4, min(16, triton.next_power_of_2(P * D // 1024)))  # Triton needs a power of 2
+    _quantize_pages_kernel[(n, H, 2)](
+        k_ptr=src_k, v_ptr=src_v, row_ptr=src_row, page_ptr=page_ids,
+        ku_ptr=store.k_upper, kl_ptr=store.k_lower, vu_ptr=store.v_upper, vl_ptr=store.v_lower,
+        ks_ptr=store.k_scale, kz_ptr=store.k_zero, vs_ptr=store.v_scale, vz_ptr=store.v_zero,
+        sk_t=src_k.stride(0), sk_h=src_k.stride(1), sk_d=src_k.stride(2),
+        sv_t=src_v.stride(0), sv_h=src_v.stride(1), sv_d=src_v.stride(2),
+        kp_page=store.k_upper.stride(0), kp_h=store.k_upper.stride(1),
+        kp_n=store.k_upper.stride(2), kp_j=store.k_upper.stride(3),
+        vp_page=store.v_upper.stride(0), vp_h=store.v_upper.stride(1),
+        vp_n=store.v_upper.stride(2), vp_j=store.v_upper.stride(3),
+        kg_page=store.k_scale.stride(0), kg_h=store.k_scale.stride(1), kg_d=store.k_scale.stride(2),
+        vg_page=store.v_scale.stride(0), vg_h=store.v_scale.stride(1), vg_n=store.v_scale.stride(2),
+        P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
+        num_warps=num_warps, enable_fp_fusion=False,
+    )
+    return store
