@@ -127,7 +127,8 @@ def bench_draft(cfgs, variants, gbps, log, eager):
 
 def verify_variant(var):
     """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
-    'nr=168/pps=3' style overrides of the new kernel's register cap / programs per SM (split heuristic)."""
+    'nr=168/pps=3/th=8/raw=0' style overrides of the new kernel's register cap / programs per SM (split heuristic) /
+    lazy-rescale threshold (-1: every page) / raw-maxima scores (0: v1's in-loop head reduction)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -141,6 +142,10 @@ def verify_variant(var):
             kw["maxnreg"] = int(part[3:]) or None
         elif part.startswith("pps="):
             pps = int(part[4:])
+        elif part.startswith("th="):
+            kw["rescale_th"] = float(part[3:])
+        elif part.startswith("raw="):
+            kw["score_raw"] = bool(int(part[4:]))
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -184,11 +189,28 @@ def bench_verify(cfgs, nq, gbps, log, variants):
     return rows
 
 
-def check_verify(log):
+def check_verify(log, variants=("",)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
-    included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position."""
-    from sgl_spec.kernels.verify_attention import verify_attention
+    included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
+    th=/raw= combination among ``variants`` is checked."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
+
+    kws = []
+    for var in variants:
+        if var != "v0":
+            kw = {k: v for k, v in verify_variant(var)[2].items() if k in ("rescale_th", "score_raw")}
+            kws += [kw] if kw not in kws else []
+    worst = 0.0
+    for kw in kws:
+        worst = max(worst, _check_verify_one(log, ref, kw))
+    return worst
+
+
+def _check_verify_one(log, ref, kw):
+    from sgl_spec.kernels import verify_attention as va
+
+    def verify_attention(*a, **k):
+        return va.verify_attention(*a, **k, **kw)
 
     gen = torch.Generator().manual_seed(int(time.time()))
     worst = 0.0
@@ -219,7 +241,7 @@ def check_verify(log):
                 bad = (~torch.isfinite(out)).sum().item()
                 ok = err < 1e-2 and sc_err < 5e-2 and same_nan and rows_eq and bad == 0
                 worst = max(worst, err if err == err else float("inf"))
-                log(f"check verify P={P} lens={lens} nq={nq_}: rel err {err:.2e} score max abs err {sc_err:.1e} "
+                log(f"check verify {kw} P={P} lens={lens} nq={nq_}: rel err {err:.2e} score max abs err {sc_err:.1e} "
                     f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} -> {'ok' if ok else 'FAIL'}")
     return worst
 
@@ -274,8 +296,11 @@ def main():
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
     ap.add_argument("--variants", default="")
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
-    ap.add_argument("--verify-variants", default=",off,v0,nr=168/pps=3",
-                    help="comma list: '' new kernel, off = scores off, v0 = previous kernel, nr=N/pps=K overrides")
+    ap.add_argument("--verify-variants", default=",off,th=-1,th=0,raw=0/th=-1,off/th=-1",
+                    help="comma list: '' new kernel, off = scores off, v0 = previous kernel, "
+                         "nr=N/pps=K/th=X/raw=0|1 overrides")
+    ap.add_argument("--check-variants", default=",th=0",
+                    help="verify variants (comma list, th=/raw= parts used) that the correctness check runs")
     ap.add_argument("--nq", type=int, default=5)
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
@@ -296,7 +321,7 @@ def main():
     if not a.skip_check and a.draft:
         res["draft_check_worst_rel"] = check_draft(log)
     if not a.skip_check and a.verify:
-        res["verify_check_worst_rel"] = check_verify(log)
+        res["verify_check_worst_rel"] = check_verify(log, a.check_variants.split(","))
     res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
     if a.verify:
         res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","))

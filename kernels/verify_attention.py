@@ -22,10 +22,15 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   into registers before page i is computed (num_stages=1): Triton's pipeliner, given the page-id load that addresses
   the tiles, waits for all outstanding cp.async copies every page (bench/NOTES_kernels.md).
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
-  the page's tokens per row (the softmax's column max), max over the two score rows per head, summed over the G
-  heads; one store per page by the program that owns it (no atomics).
-Stage 2, grid ``(Hq / BLOCK_H, NQ, B)``: per row, merge the partials (m, l, acc) of the hot split and of the page
-splits stage 1 wrote (their count follows from q_start and the partition; the others are never read).
+  the page's tokens per row (the softmax's column max). SCORE_RAW: the 2G score rows' maxima are stored as they lie
+  in registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads); else
+  (v1) the program reduces them per page and stores the score. No atomics either way.
+* lazy rescaling (RESCALE_TH): a row's reference max moves only when the page raises it by more than RESCALE_TH
+  log2 units, and O^T / l / z are rescaled only on pages where some row's reference moved (a per-row test: rows
+  that did not move get alpha = 1 exactly, so results stay independent of the other rows, NQ and B).
+Stage 2 (kernels/verify_merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
+(m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
+partition; the others are never read); the extra programs reduce the raw score maxima.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels.int8_words import keys_i8, prep_key_scales, values_i8
+from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import default_score_rows
 
 RING = 2
@@ -56,6 +62,13 @@ MERGE_TILE = 8192
 # the registers (None: ptxas's choice, no spills) and must agree with PROGRAMS_PER_SM.
 NUM_WARPS = 4
 MAXNREG = None
+# Lazy rescaling (see _int8_page): a row's reference max moves only when the page max exceeds it by more than this
+# many log2 units (0: whenever it grows, results bit-equal to always rescaling; < 0: rescale every page, v1).
+RESCALE_TH = 8.0
+# Scores: stage 1 stores the score rows' raw column maxima per (page, head) and the merge launch reduces them
+# (True), instead of reducing over the heads inside the page loop (False, v1: a layout conversion per page).
+SCORE_RAW = True
+SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,11 +141,11 @@ def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh
 
 @triton.jit
 def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
-               kz_hi, vs, vz, j, n_scored, score_lim, vis, sel, gg, score_ptr, G: tl.constexpr, HAS_SCORES: tl.constexpr,
-               USE_ASM: tl.constexpr):
+               kz_hi, vs, vz, j, n_scored, score_lim, vis, sel, gg, score_ptr, raw_ptr, raw_ok, G: tl.constexpr,
+               HAS_SCORES: tl.constexpr, SCORE_RAW: tl.constexpr, RESCALE_TH: tl.constexpr, USE_ASM: tl.constexpr):
     """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
-    running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums of p
-    and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
+    row's reference max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
+    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
     s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
     s16_hi, zz_hi = prep_key_scales(ks_hi, kz_hi, USE_ASM)
     k_lo, k_hi = keys_i8(ku, kl, s16_lo, zz_lo, s16_hi, zz_hi, USE_ASM)
@@ -142,30 +155,56 @@ def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku
         s = tl.where(vis[None, :], s, float("-inf"))
     cm = tl.max(s, 0)
     if HAS_SCORES:
-        if j < score_lim:  # n_scored in the score rows' row block, else 0
+        if SCORE_RAW:  # the raw column maxima of the score rows, in cm's own layout; the merge sums the heads
+            tl.store(raw_ptr, cm, mask=raw_ok & (j < score_lim))
+        elif j < score_lim:  # n_scored in the score rows' row block, else 0
             head_max = tl.max(tl.where(sel, cm[:, None], float("-inf")), 0)  # [BLOCK_G]
             tl.store(score_ptr, tl.sum(tl.where(gg < G, head_max, 0.0), 0) * sm_scale)
     m_new = tl.maximum(m_r, cm)
-    alpha = tl.exp2((m_r - m_new) * qk_scale)
-    p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
-    vsf = vs.to(tl.float32)
-    l_t = l_t * alpha[None, :] + p
-    z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
-    ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
-    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
-    at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
-    at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
+    if RESCALE_TH >= 0:
+        # lazy rescaling: a column's reference max moves only when its max grew by more than RESCALE_TH (log2
+        # units; p <= 2^TH stays far inside fp16/fp32), and the tile is rescaled only when some column moved.
+        # Columns that did not move get alpha = 1 exactly, so a row's result never depends on the other rows.
+        grow = (m_new - m_r) * qk_scale > RESCALE_TH
+        if tl.max(grow.to(tl.int32), 0) > 0:
+            m_use = tl.where(grow, m_new, m_r)
+            alpha = tl.exp2((m_r - m_use) * qk_scale)
+            l_t = l_t * alpha[None, :]
+            z_t = z_t * alpha[None, :]
+            at_lo = at_lo * alpha[None, :]
+            at_hi = at_hi * alpha[None, :]
+            m_r = m_use
+        p = tl.exp2(s * qk_scale - (m_r * qk_scale)[None, :])
+        vsf = vs.to(tl.float32)
+        l_t = l_t + p
+        z_t = z_t + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
+        ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
+        v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+        at_lo = tl.dot(tl.trans(v_lo), ps, at_lo)  # [BLOCK_DH, BLOCK_M]
+        at_hi = tl.dot(tl.trans(v_hi), ps, at_hi)
+        m_new = m_r
+    else:  # v1: rescale every page
+        alpha = tl.exp2((m_r - m_new) * qk_scale)
+        p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
+        vsf = vs.to(tl.float32)
+        l_t = l_t * alpha[None, :] + p
+        z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
+        ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
+        v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+        at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
+        at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
     return m_new, l_t, z_t, at_lo, at_hi
 
 
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
-    Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, SCORES,
+    Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, SCORES, RAW,
     qk_scale, sm_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
-    shk_s, shk_r, shk_n, shk_h, ssc_b, ssc_h, ssc_j,
+    shk_s, shk_r, shk_n, shk_h, ssc_b, ssc_h, ssc_j, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr,
+    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, SCORE_RAW: tl.constexpr, RESCALE_TH: tl.constexpr,
+    USE_ASM: tl.constexpr,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -246,6 +285,8 @@ def _verify_attention_kernel(
             gg = tl.arange(0, BLOCK_G)
             sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])  # [BLOCK_M, BLOCK_G]
             sc_row = SCORES + b * ssc_b + h64 * ssc_h
+            raw_row = RAW + b * sr_b + h64 * sr_h + r  # [BLOCK_M]: raw maxima [B, Hkv, MAXP, 2G], rows r < 2G
+            raw_ok = row_ok & (slot < n_front)
             pt_row = PT + b * spt_b
             m_r = tl.full([BLOCK_M], -1.0e30, tl.float32)
             l_t = tl.zeros([P, BLOCK_M], tl.float32)
@@ -264,7 +305,7 @@ def _verify_attention_kernel(
                 m_r, l_t, z_t, at_lo, at_hi = _int8_page(
                     m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi,
                     kz_lo, kz_hi, vs, vz, j, n_scored, score_lim, row_ok & (j < own_page), sel, gg,
-                    sc_row + j * ssc_j, G, HAS_SCORES, USE_ASM)
+                    sc_row + j * ssc_j, raw_row + j * (2 * G), raw_ok, G, HAS_SCORES, SCORE_RAW, RESCALE_TH, USE_ASM)
                 ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
                     nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
             m = m_r * qk_scale
@@ -282,45 +323,10 @@ def _verify_attention_kernel(
         tl.store(a_ptr + DH, acc_hi, mask=qmask)
 
 
-@triton.jit(do_not_specialize=["NQ"])
-def _verify_merge_kernel(
-    PM, PL, PACC, QSTART, OUT, NQ, HQ, S1, C, so_b, so_n, so_h,
-    P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
-):
-    """Rows (b, i, BLOCK_H heads): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s. Everything is per row
-    (reductions run over the split axis only), so a row's result does not depend on its neighbours."""
-    hh = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
-    i = tl.program_id(1).to(tl.int64)
-    b = tl.program_id(2).to(tl.int64)
-    q_start = tl.load(QSTART + b)
-    n_used = 1 + (((q_start + NQ - 1) // P) + C - 1) // C  # hot split + page splits that stage 1 wrote
-    h_ok = hh < HQ
-    row = ((b * NQ + i) * HQ + hh.to(tl.int64)) * S1  # [BLOCK_H]
-    so = tl.arange(0, BLOCK_S)
-    d = tl.arange(0, BLOCK_D)
-    mv = tl.full([BLOCK_H, BLOCK_S], float("-inf"), tl.float32)
-    for s0 in range(0, n_used, BLOCK_S):
-        ok = h_ok[:, None] & (s0 + so < n_used)[None, :]
-        mv = tl.maximum(mv, tl.load(PM + row[:, None] + s0 + so[None, :], mask=ok, other=float("-inf")))
-    m_all = tl.where(h_ok, tl.max(mv, 1), 0.0)  # finite: every row sees its own (hot) token
-    l_all = tl.zeros([BLOCK_H, BLOCK_S], tl.float32)
-    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
-    for s0 in range(0, n_used, BLOCK_S):
-        ok = h_ok[:, None] & (s0 + so < n_used)[None, :]
-        at = row[:, None] + s0 + so[None, :]  # [BLOCK_H, BLOCK_S]
-        w = tl.exp2(tl.load(PM + at, mask=ok, other=float("-inf")) - m_all[:, None])
-        l_all += w * tl.load(PL + at, mask=ok, other=0.0)
-        a = tl.load(PACC + at[:, :, None] * D + d[None, None, :], mask=ok[:, :, None] & (d < D)[None, None, :],
-                    other=0.0)
-        acc += tl.sum(w[:, :, None] * a, 1)
-    o = acc / tl.where(h_ok, tl.sum(l_all, 1), 1.0)[:, None]
-    o_ptr = OUT + b * so_b + i * so_n + hh.to(tl.int64)[:, None] * so_h + d[None, :]
-    tl.store(o_ptr, o.to(OUT.dtype.element_ty), mask=h_ok[:, None] & (d < D)[None, :])
-
-
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, maxnreg=None):
-    """See docs/CONTRACTS.md. ``maxnreg`` (keyword, optional) overrides the stage-1 register cap (tuning)."""
+                     out=None, maxnreg=None, rescale_th=None, score_raw=None):
+    """See docs/CONTRACTS.md. ``maxnreg``, ``rescale_th``, ``score_raw`` (keywords, optional) override the module's
+    MAXNREG / RESCALE_TH / SCORE_RAW (dev timing of variants)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -365,11 +371,15 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer, never touched when HAS_SCORES is False
     nr = MAXNREG if maxnreg is None else maxnreg
+    th = float(RESCALE_TH if rescale_th is None else rescale_th)
+    raw_on = scores is not None and bool(SCORE_RAW if score_raw is None else score_raw)
+    # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
+    raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
     _verify_attention_kernel[(Hkv * RB, S1, B)](
         Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
         VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
-        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, SCORES=sc,
+        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, SCORES=sc, RAW=raw,
         qk_scale=float(sm_scale) * LOG2E, sm_scale=float(sm_scale), NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
         n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
         sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
@@ -377,16 +387,23 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
-        ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
+        ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2), sr_b=raw.stride(0), sr_h=raw.stride(1),
         G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH), BLOCK_M=BLOCK_M,
-        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, USE_ASM=not _interpreting(),
+        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, SCORE_RAW=raw_on, RESCALE_TH=th,
+        USE_ASM=not _interpreting(),
         num_warps=NUM_WARPS, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
-    _verify_merge_kernel[(triton.cdiv(Hq, BLOCK_H), NQ, B)](
-        PM=pm, PL=pl, PACC=pacc, QSTART=q_start, OUT=out, NQ=NQ, HQ=Hq, S1=S1, C=C,
+    n_hb = triton.cdiv(Hq, BLOCK_H)
+    block_sj = min(SCORE_BLOCK, triton.next_power_of_2(Hkv * MAXP))
+    n_sc = triton.cdiv(triton.cdiv(Hkv * MAXP, block_sj), NQ) if raw_on else 0  # score tiles over (pid0, pid1)
+    _verify_merge_kernel[(n_hb + n_sc, NQ, B)](
+        PM=pm, PL=pl, PACC=pacc, QSTART=q_start, OUT=out, RAW=raw, SCORES=sc, NQ=NQ, HQ=Hq, S1=S1, C=C,
         so_b=out.stride(0), so_n=out.stride(1), so_h=out.stride(2),
-        P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=MERGE_BLOCK_S, num_warps=4,
+        n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
+        ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
+        P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=MERGE_BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
+        num_warps=4,
     )
     return out

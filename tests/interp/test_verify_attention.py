@@ -180,6 +180,24 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
+@pytest.mark.parametrize("th,raw", [(0.0, True), (-1.0, False)])
+@pytest.mark.parametrize("case_i", [3, 9])
+def test_verify_variants(monkeypatch, th, raw, case_i):
+    """The dev-timed variants (lazy-rescale threshold 0 / rescale every page; in-loop score reduction) against the
+    reference, as the default is in test_verify_attention."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
+    monkeypatch.setattr(va, "RESCALE_TH", th)
+    monkeypatch.setattr(va, "SCORE_RAW", raw)
+    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
+    sm_scale = 1.0 / math.sqrt(D)
+    ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
+    out, sc = run(va.verify_attention, case, sm_scale, True, score_rows)
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
+    check_scores_written(sc, case[3], P)
+    torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
+
+
 @pytest.mark.parametrize("impl", ["triton", "ref"])
 def test_row_independence(monkeypatch, impl):
     """Row i of an NQ=5 verify equals an NQ=1 decode at q_start+i (same pages/ring/page table/batch shape)."""

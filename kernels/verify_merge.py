@@ -1,0 +1,77 @@
+"""Stage 2 of ``verify_attention`` (kernels/verify_attention.py): merge the per-split partials of every row, and
+(in extra programs of the same launch) reduce the score rows' raw per-page column maxima to the page scores.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
+                G: tl.constexpr, P: tl.constexpr, BLOCK_SJ: tl.constexpr):
+    """Scores of BLOCK_SJ (head, page) pairs from the raw column maxima stage 1 wrote: sm_scale * sum over the G
+    heads of the max over the score rows (slot 0, and slot 1 when the two rows differ). Pages j >= q_start // P are
+    never written (as in the reference)."""
+    idx = t * BLOCK_SJ + tl.arange(0, BLOCK_SJ)
+    hk = idx // MAXP
+    jj = idx % MAXP
+    ok = (hk < HKV) & (jj < q_start // P)
+    base = RAW + b * sr_b + idx.to(tl.int64) * (2 * G)  # raw [B, Hkv, MAXP, 2G] is contiguous
+    acc = tl.zeros([BLOCK_SJ], tl.float32)
+    for g in tl.static_range(G):
+        a = tl.load(base + g, mask=ok, other=0.0)
+        a2 = tl.load(base + G + g, mask=ok & (n_front == 2), other=float("-inf"))
+        acc += tl.maximum(a, a2)
+    tl.store(SCORES + b * ssc_b + hk.to(tl.int64) * ssc_h + jj.to(tl.int64) * ssc_j, acc * sm_scale, mask=ok)
+
+
+@triton.jit(do_not_specialize=["NQ", "n_front"])
+def _verify_merge_kernel(
+    PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, so_b, so_n, so_h,
+    n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
+    P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
+    G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr,
+):
+    """Programs pid0 < N_HB: rows (b, i, BLOCK_H heads): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
+    Everything is per row (reductions run over the split axis only), so a row's result does not depend on its
+    neighbours. Programs pid0 >= N_HB (launched with raw scores only): score tile (pid0 - N_HB) * NQ + pid1."""
+    pid0 = tl.program_id(0)
+    if pid0 >= N_HB:  # only launched with raw scores
+        b = tl.program_id(2).to(tl.int64)
+        _score_tile(RAW, SCORES, (pid0 - N_HB) * NQ + tl.program_id(1), b, tl.load(QSTART + b), n_front, sm_scale,
+                    HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j, G, P, BLOCK_SJ)
+    else:
+        _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, so_b, so_n, so_h, P, D, BLOCK_D, BLOCK_H, BLOCK_S)
+
+
+@triton.jit
+def _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, so_b, so_n, so_h,
+                P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr):
+    hh = pid0 * BLOCK_H + tl.arange(0, BLOCK_H)
+    i = tl.program_id(1).to(tl.int64)
+    b = tl.program_id(2).to(tl.int64)
+    q_start = tl.load(QSTART + b)
+    n_used = 1 + (((q_start + NQ - 1) // P) + C - 1) // C  # hot split + page splits that stage 1 wrote
+    h_ok = hh < HQ
+    row = ((b * NQ + i) * HQ + hh.to(tl.int64)) * S1  # [BLOCK_H]
+    so = tl.arange(0, BLOCK_S)
+    d = tl.arange(0, BLOCK_D)
+    mv = tl.full([BLOCK_H, BLOCK_S], float("-inf"), tl.float32)
+    for s0 in range(0, n_used, BLOCK_S):
+        ok = h_ok[:, None] & (s0 + so < n_used)[None, :]
+        mv = tl.maximum(mv, tl.load(PM + row[:, None] + s0 + so[None, :], mask=ok, other=float("-inf")))
+    m_all = tl.where(h_ok, tl.max(mv, 1), 0.0)  # finite: every row sees its own (hot) token
+    l_all = tl.zeros([BLOCK_H, BLOCK_S], tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+    for s0 in range(0, n_used, BLOCK_S):
+        ok = h_ok[:, None] & (s0 + so < n_used)[None, :]
+        at = row[:, None] + s0 + so[None, :]  # [BLOCK_H, BLOCK_S]
+        w = tl.exp2(tl.load(PM + at, mask=ok, other=float("-inf")) - m_all[:, None])
+        l_all += w * tl.load(PL + at, mask=ok, other=0.0)
+        a = tl.load(PACC + at[:, :, None] * D + d[None, None, :], mask=ok[:, :, None] & (d < D)[None, None, :],
+                    other=0.0)
+        acc += tl.sum(w[:, :, None] * a, 1)
+    o = acc / tl.where(h_ok, tl.sum(l_all, 1), 1.0)[:, None]
+    o_ptr = OUT + b * so_b + i * so_n + hh.to(tl.int64)[:, None] * so_h + d[None, :]
+    tl.store(o_ptr, o.to(OUT.dtype.element_ty), mask=h_ok[:, None] & (d < D)[None, :])
