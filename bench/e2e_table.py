@@ -3,7 +3,10 @@
 grid, issue 5's targets checked), acceptance.json (α, τ per draft policy) and kernels.json (attention kernels vs FA3).
 Prints to stdout (or --out FILE) for the lead to paste; every number is read from the JSON files, nothing is typed in.
 
-  python bench/e2e_table.py [--results bench/results] [--out table.md]
+  python bench/e2e_table.py [--results bench/results] [--out table.md] [--readme README.md]
+
+``--readme`` replaces the text between the lines ``<!-- measured:begin -->`` and ``<!-- measured:end -->`` of that
+file (added at the end of its "## Measured" section, or of the file, the first time).
 
 Speedups are tokens/s over stock SGLang (BF16 KV, its default attention backend) in the same cell (same device,
 model, context, batch). "best" = the fastest quantspec mode of the cell (spec modes at their best measured γ);
@@ -140,10 +143,26 @@ def kernels_table(doc: dict, page: int = 64) -> list[str]:
     return out + [""]
 
 
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+
+
+def update_readme(path: Path, text: str) -> None:
+    doc = path.read_text()
+    block = f"{BEGIN}\n{text.rstrip()}\n{END}"
+    if BEGIN in doc and END in doc:
+        head, rest = doc.split(BEGIN, 1)
+        doc = head + block + rest.split(END, 1)[1]
+    else:
+        i = doc.find("\n## ", doc.find("## Measured") + 1) if "## Measured" in doc else -1
+        doc = (doc.rstrip() + "\n\n" + block + "\n") if i < 0 else (doc[:i].rstrip() + "\n\n" + block + "\n" + doc[i:])
+    path.write_text(doc)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--out")
+    ap.add_argument("--readme", help="update the measured block of this markdown file in place")
     a = ap.parse_args(argv)
     res = Path(a.results)
     parts = []
@@ -156,6 +175,8 @@ def main(argv=None):
     text = "\n".join(parts)
     if a.out:
         Path(a.out).write_text(text)
+    if a.readme:
+        update_readme(Path(a.readme), text)
     print(text)
 
 

@@ -194,6 +194,16 @@ def test_table_checks_the_targets():
     assert "default server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
 
 
+def test_table_updates_the_readme_block_in_place(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Measured\n\nintro\n\n## Next\n\ntail\n")
+    e2e_table.update_readme(readme, "table v1")
+    e2e_table.update_readme(readme, "table v2")
+    text = readme.read_text()
+    assert text.count("<!-- measured:begin -->") == 1 and "table v2" in text and "table v1" not in text
+    assert text.index("intro") < text.index("table v2") < text.index("## Next") < text.index("tail")
+
+
 def test_results_derive_speedups_alpha_and_gamma_choice():
     cfg = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 4,
            "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 8192}
