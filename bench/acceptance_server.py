@@ -43,7 +43,7 @@ def make_overlay(folder: Path) -> Path:
     pkg = folder / "sgl_spec"
     pkg.mkdir(parents=True, exist_ok=True)
     for f in (REPO / "sgl_spec").iterdir():
-        if f.name != "__pycache__":
+        if f.name not in ("__pycache__", "kernels", "patches"):  # a dev checkout may link those two in sgl_spec/
             (pkg / f.name).symlink_to(f)
     (pkg / "kernels").symlink_to(REPO / "kernels")
     (pkg / "patches").symlink_to(REPO / "patches")

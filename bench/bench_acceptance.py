@@ -146,7 +146,8 @@ def grid(a) -> list[dict]:
 
 
 def server_args(a, cfg, max_prompt) -> list[str]:
-    args = ["--page-size", a.page_size, "--spec-algo", "quantspec", "--speculative-num-steps", cfg["gamma"]]
+    args = ["--page-size", a.page_size, "--spec-algo", "quantspec", "--speculative-num-steps", cfg["gamma"],
+            "--quantspec-speculate", "always"]  # acceptance of every round: no auto-off plain steps
     if cfg["policy"] == "dense":
         args += ["--quantspec-dense-draft"]
     else:

@@ -7,14 +7,22 @@ finished" (bench/e2e_client.py). One printed line and one JSON row per configura
 rewritten after each (merged with earlier runs: a rerun continues where the last one stopped, ``--redo`` repeats).
 
 Modes (bench/e2e_server.py): bf16 (stock SGLang, default backend), int8 (``--attention-backend quantspec``),
-int8-eager (same without CUDA graphs), spec-dense (``--spec-algo quantspec --quantspec-dense-draft``), spec-topk
-(``--spec-algo quantspec``). ``--gammas`` applies to the spec modes; ``auto`` takes each mode's best γ of the sweeps
-already in the JSON (else the cost model's). Models: pycode-30m (real weights, Python prompts from the stdlib) or a
-built-in config-only model with ``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; its
-acceptance is flagged meaningless).
+int8-eager (same without CUDA graphs), spec-dense (``--spec-algo quantspec --quantspec-dense-draft``) and spec-topk
+(``--spec-algo quantspec``), both with ``--quantspec-speculate always`` (the raw speculative mode), and spec-auto
+(``--spec-algo quantspec`` alone: the default server, auto-off included). ``--gammas`` applies to the spec modes;
+``auto`` takes each mode's best γ of the sweeps already in the JSON (spec-auto: spec-topk's; else the cost model's).
+
+Time: a GPU call is limited, so a grid runs as several invocations appending to one JSON (a rerun skips what is
+done). Every run prints its estimate up front; ``--plan`` prints, for the grid given, the invocations that fit
+``--budget-s`` each (bench/e2e_plan.py: rates measured in the JSON so far, else guesses).
+
+Models: pycode-30m (real weights, Python prompts from the stdlib) or a built-in config-only model with
+``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; its acceptance is flagged meaningless;
+bench/make_dummy_model.py writes its folder for a hand-launched server).
 
   # GPU: gpu-kit in /tmp/site (also the client's tokenizers/requests), pycode-30m in /tmp/m; the server gets this
   # working tree as sgl-spec through an overlay (no pip install; --no-overlay uses an installed sgl-spec)
+  python bench/bench_e2e.py --plan --model pycode-30m=/tmp/m --modes bf16,int8,spec-topk,spec-dense,spec-auto  # CPU
   export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 SGLANG_USE_SGL_FA3_KERNEL=1
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes bf16,int8 --budget-s 540        # baselines
   python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk --gammas 2,4,6 \
@@ -23,6 +31,7 @@ acceptance is flagged meaningless).
   python3 bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8 --shared-prefix --budget-s 540  # step
   python3 bench/bench_e2e.py --model llama3-8b-dummy --modes spec-topk --shared-prefix --budget-s 540   # costs
   python bench/plot_e2e.py bench/results/e2e.json                                              # PNGs (CPU is fine)
+  python bench/e2e_table.py > /tmp/measured.md                          # the README's tables (markdown, CPU is fine)
   # CPU: tiny random Llama, bf16 + spec-topk (γ=2) x 4 configurations, every code path (~2 min)
   python bench/bench_e2e.py --smoke
 """
@@ -37,6 +46,7 @@ import time
 from pathlib import Path
 
 import e2e_client
+import e2e_plan
 import e2e_results
 import e2e_server
 from e2e_prompts import PythonCorpus, random_prompts
@@ -74,6 +84,11 @@ def parse_args(argv=None):
                     help="start no server/configuration that would not finish within this many seconds")
     ap.add_argument("--out", help="results folder (default bench/results; --smoke: /tmp/sgl_spec_e2e_smoke)")
     ap.add_argument("--log-dir", help="server logs (default <out>/e2e_logs)")
+    ap.add_argument("--continue-from", help="start from this e2e.json when <out>/e2e.json does not exist yet "
+                                            "(GPU calls: --out $OUT --continue-from bench/results/e2e.json)")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the time estimate and the GPU invocations (<= --budget-s each) that cover the grid, "
+                         "minus what the JSON already has, and exit (CPU is fine)")
     ap.add_argument("--redo", action="store_true", help="rerun configurations the JSON already has")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny random Llama, bf16 + spec-topk, 4 configs")
@@ -139,7 +154,8 @@ def plan(a, doc, device, model) -> list[tuple[str, int]]:
             continue
         if a.gammas == "auto":
             name = e2e_results.group_name(device, model, a.shared_prefix)
-            g = doc.get("gamma", {}).get(f"{name}|{mode}", {})
+            swept = "spec-topk" if mode == "spec-auto" else mode  # the default server drafts top-k pages
+            g = doc.get("gamma", {}).get(f"{name}|{swept}", {})
             out.append((mode, int(g.get("measured_best") or g.get("costmodel_best") or 4)))
         else:
             out += [(mode, int(x)) for x in a.gammas.split(",")]
@@ -310,7 +326,17 @@ def _summary(doc, device, model):
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.plan:  # no server, no model files: only the grid, the JSON and the rates
+        doc = e2e_results.load(a.out / "e2e.json")
+        if not doc["rows"] and a.continue_from and Path(a.continue_from).exists():
+            doc = e2e_results.load(a.continue_from)
+        model = (a.model or "pycode-30m").partition("=")[0]
+        device = doc.get("meta", {}).get("device", "cuda")
+        e2e_plan.show(a, doc, device, model, plan(a, doc, device, model), _row_base)
+        return
     a.out.mkdir(parents=True, exist_ok=True)
+    if a.continue_from and not (a.out / "e2e.json").exists() and Path(a.continue_from).exists():
+        e2e_results.save(e2e_results.load(a.continue_from), a.out / "e2e.json")
     device = device_name(a.device)
     model, path, dummy = resolve_model(a)
     cfg = e2e_server.model_config(path)
@@ -334,7 +360,10 @@ def main(argv=None):
     clock = Clock(a.budget_s, a.device)
     print(f"[e2e] {device}, model {model} ({'dummy weights' if dummy else path}), grid ctx {a.ctx} x batch "
           f"{a.batch}, gen {a.gen}, budget {a.budget_s:.0f} s", flush=True)
-    for mode, gamma in plan(a, doc, device, model):
+    servers = plan(a, doc, device, model)
+    if not a.smoke:
+        e2e_plan.show(a, doc, device, model, servers, _row_base, only_estimate=True)
+    for mode, gamma in servers:
         run_server(a, doc, clock, (device, model, path, dummy, cfg, page, prompts_for), mode, gamma)
         e2e_results.derive(doc, a.model_cfgs)
         e2e_results.save(doc, a.out / "e2e.json")

@@ -5,7 +5,9 @@
   (spec modes at their best measured γ per cell, γ written in the cell; red < 1: slower than stock);
 * ``e2e_speedup_<model>.png``: speedup vs batch, one line per context, measured (solid) and the cost model's
   leave-one-out prediction (dashed), one panel per mode;
-* ``e2e_gamma_<model>.png``: the γ sweep - speedup vs γ per (ctx, batch) cell, one panel per spec mode.
+* ``e2e_gamma_<model>.png``: the γ sweep - speedup vs γ per (ctx, batch) cell, one panel per spec mode;
+* ``e2e_tokens_<model>.png``: speedup vs batch × context (the issue's axis), every mode at its best γ per cell, the
+  best quantspec mode per cell joined by a line, the 1x / 3x targets and the 256k-token threshold marked.
 
   python bench/plot_e2e.py [bench/results/e2e.json] [out_dir]
 """
@@ -15,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk")
+MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk", "spec-auto")
 
 
 def _best_rows(rows):
@@ -95,6 +97,8 @@ def plot(json_path, out_dir) -> list[Path]:
         fig.tight_layout()
         written.append(_save(fig, out_dir / f"e2e_speedup_{stem}.png"))
 
+        written.append(_tokens_plot(plt, best, modes, tag, out_dir / f"e2e_tokens_{stem}.png"))
+
         spec = [m for m in ("spec-dense", "spec-topk") if any(r["mode"] == m for r in rows)]
         sweeps = {m: [r for r in rows if r["mode"] == m and r.get("status") == "ok" and r.get("speedup")]
                   for m in spec}
@@ -114,6 +118,30 @@ def plot(json_path, out_dir) -> list[Path]:
             fig.tight_layout()
             written.append(_save(fig, out_dir / f"e2e_gamma_{stem}.png"))
     return written
+
+
+def _tokens_plot(plt, best, modes, tag, path):
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    markers = dict(zip(MODE_ORDER, "sDo^v"))
+    for mode in modes:
+        pts = sorted((c * b, r["speedup"]) for (m, c, b), r in best.items() if m == mode)
+        ax.scatter(*zip(*pts), marker=markers.get(mode, "o"), s=22, alpha=0.75, label=mode)
+    top = {}
+    for (m, c, b), r in best.items():
+        top[c * b] = max(top.get(c * b, 0.0), r["speedup"])
+    xs = sorted(top)
+    ax.plot(xs, [top[x] for x in xs], "k-", lw=1.0, alpha=0.6, label="best quantspec mode")
+    ax.axhline(1.0, color="red", lw=0.8, ls="--")
+    ax.axhline(3.0, color="green", lw=0.8, ls="--")
+    ax.axvline(256 * 1024, color="gray", lw=0.8, ls=":")
+    ax.text(256 * 1024, ax.get_ylim()[1], " b×ctx = 256k", va="top", fontsize=7, color="gray")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch × context (tokens)")
+    ax.set_ylabel("decode tok/s over stock BF16")
+    ax.set_title(f"speedup vs batch × context - {tag}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:

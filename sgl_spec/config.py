@@ -17,6 +17,7 @@ one line naming the flag to change.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,6 +35,8 @@ DEFAULT_NUM_DRAFT_STEPS = 4
 DEFAULT_MAX_RUNNING_REQUESTS = 128
 # Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
 DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last")
+# When the worker speculates (sgl_spec/autooff.py).
+SPECULATE_CHOICES = ("auto", "always", "never")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -52,6 +55,14 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
         "scores (first draft row + bonus row), 'topk-last' by the score of the last accepted token only, "
         "'streaming' the sink pages + the most recent pages (no scores). Default: topk."))),
+    "quantspec_speculate": ("auto", dict(choices=SPECULATE_CHOICES, help=(
+        "quantspec: 'auto' speculates only where the cost model (measured step times on this server, α from the "
+        "accept lengths) predicts a speedup over a plain INT8 decode step, and takes plain steps elsewhere; "
+        "'always' speculates every step (benchmarks of the raw speculative mode); 'never' always takes the plain "
+        "step (debugging; same output). Default: auto."))),
+    "quantspec_cost_model": (None, dict(help=(
+        "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
+        "point of --quantspec-speculate auto instead of the datasheet defaults."))),
 }
 
 
@@ -66,6 +77,8 @@ class QuantSpecConfig:
     dense_draft: bool
     hot_ring_pages: int = HOT_RING_PAGES
     draft_pages: str = "topk"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
+    speculate: str = "auto"  # one of SPECULATE_CHOICES
+    cost_model: Optional[str] = None  # path of a fitted CostModel JSON (auto mode's prior)
 
     @property
     def num_verify_tokens(self) -> int:
@@ -82,7 +95,8 @@ class QuantSpecConfig:
         draft = "dense" if self.dense_draft else (
             f"{self.draft_pages} pages, ratio {self.topk_ratio}, min {self.min_pages} pages, "
             f"{self.sink_pages} sink page(s)")
-        return f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}"
+        return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
+                f"speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -133,7 +147,8 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
         topk_ratio=float(opts["quantspec_topk_ratio"]), min_pages=int(opts["quantspec_min_pages"]),
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
-        draft_pages=str(opts["quantspec_draft_pages"]),
+        draft_pages=str(opts["quantspec_draft_pages"]), speculate=str(opts["quantspec_speculate"]),
+        cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
     logger.info("%s", cfg.describe())
@@ -246,6 +261,12 @@ def _check_draft_options(opts: dict, given: dict) -> None:
     if opts["quantspec_draft_pages"] not in DRAFT_PAGE_POLICIES:  # Engine(**kwargs) bypasses argparse's choices
         raise ValueError(f"--quantspec-draft-pages must be one of {', '.join(DRAFT_PAGE_POLICIES)}, "
                          f"got {opts['quantspec_draft_pages']}")
+    if opts["quantspec_speculate"] not in SPECULATE_CHOICES:
+        raise ValueError(f"--quantspec-speculate must be one of {', '.join(SPECULATE_CHOICES)}, "
+                         f"got {opts['quantspec_speculate']}")
+    path = opts["quantspec_cost_model"]
+    if path is not None and not os.path.isfile(path):
+        raise ValueError(f"--quantspec-cost-model {path}: no such file")
     if opts["quantspec_dense_draft"] and "quantspec_draft_pages" in given:
         raise ValueError("--quantspec-draft-pages chooses sparse draft pages; it does not apply with "
                          "--quantspec-dense-draft (remove one of them)")

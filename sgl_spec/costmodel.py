@@ -19,8 +19,8 @@ Coefficients come from ``fit`` on measured steps (bench/bench_e2e.py saves them 
 fit, from ``default_cost_model``: datasheet bandwidth/FLOPs with pessimistic efficiencies and generous fixed costs
 (drafts run eagerly, outside CUDA graphs), so an uncalibrated GPU speculates only where the case is clear.
 
-``SpecPolicy`` is what the worker asks per decode batch: speculate or take one plain INT8 step. It tracks α online
-from the accept lengths it is shown and re-probes now and then while speculation is off (α is unobservable then).
+The worker's per-batch switch built on this model (online step-time corrections, α from accept lengths, probes)
+is ``sgl_spec.autooff.AutoOff``.
 """
 from __future__ import annotations
 
@@ -299,66 +299,3 @@ def fit(observations: list[dict], shape: ModelShape, draft: DraftConfig = DraftC
         if kind == "round":
             info[kind]["gammas"] = sorted({int(o["gamma"]) for o in rows})
     return CostModel(shape, steps, draft, source, info)
-
-
-# ---- the worker's switch ---------------------------------------------------------------------------------------------
-class SpecPolicy:
-    """Per decode batch: speculate (γ fixed by the server) or take one plain INT8 step instead.
-
-    ``decide(b, kv_tokens)`` compares the model's round time at the current α estimate with ``fallback`` steps (the
-    plain step the worker can actually take: ``ar_int8`` if it replays a CUDA graph, ``ar_int8_eager`` if not);
-    hysteresis keeps it from flapping around the break-even point. ``observe(rounds, tokens)`` feeds accept lengths
-    back (α by inverting τ, exponentially averaged). While off, α cannot be observed, so every ``probe_every`` off
-    decisions one round speculates anyway."""
-
-    def __init__(self, model: CostModel, gamma: int, *, margin: float = DEFAULT_MARGIN, alpha0: float = 0.6,
-                 ema: float = 0.1, probe_every: int = 64, hysteresis: float = 0.03, fallback: str = "ar_int8"):
-        if fallback not in model.steps:
-            fallback = "ar_int8"
-        self.model, self.gamma, self.margin, self.alpha = model, int(gamma), margin, float(alpha0)
-        self.ema, self.probe_every, self.hysteresis, self.fallback = ema, probe_every, hysteresis, fallback
-        self.on, self._off_streak = True, 0
-
-    def decide(self, batch_size: int, kv_tokens: float) -> bool:
-        s = self.model.speedup(batch_size, kv_tokens, self.gamma, self.alpha, self.fallback)
-        threshold = 1.0 + self.margin + (0.0 if self.on else self.hysteresis)
-        self.on = s >= threshold
-        if self.on:
-            self._off_streak = 0
-            return True
-        self._off_streak += 1
-        return self._off_streak % self.probe_every == 0  # a probe round refreshes α
-
-    def observe(self, rounds: int, tokens: int) -> None:
-        """``rounds`` request-rounds emitted ``tokens`` tokens in total (Σ accept_lens over a batch)."""
-        if rounds <= 0:
-            return
-        a = alpha_from_tokens(tokens / rounds, self.gamma)
-        self.alpha += self.ema * (a - self.alpha)
-
-
-# ---- what the worker calls once --------------------------------------------------------------------------------------
-COST_MODEL_ENV = "SGL_SPEC_COST_MODEL"  # "off": always speculate; a path: a fitted CostModel JSON (bench_e2e.py's)
-
-
-def policy_for_worker(qs_cfg, hf_text_config, device_name: Optional[str], *, plain_step_in_graph: bool = False,
-                      env: Optional[dict] = None) -> Optional[SpecPolicy]:
-    """The worker's ``SpecPolicy`` (None: auto-off disabled). ``qs_cfg``: the server's ``QuantSpecConfig``;
-    ``hf_text_config``: the model's HF config (object or dict); ``plain_step_in_graph``: whether the worker's
-    non-speculative step replays a CUDA graph (else it is costed as an eager forward)."""
-    import os
-
-    env = os.environ if env is None else env
-    choice = env.get(COST_MODEL_ENV, "")
-    if choice.lower() in ("off", "0", "none"):
-        return None
-    cfg = hf_text_config if isinstance(hf_text_config, dict) else hf_text_config.to_dict()
-    shape = ModelShape.from_hf_config(cfg, page_size=qs_cfg.page_size)
-    draft = DraftConfig(qs_cfg.dense_draft, qs_cfg.topk_ratio, qs_cfg.min_pages, qs_cfg.sink_pages)
-    if choice:
-        loaded = CostModel.load(choice)
-        model = CostModel(loaded.shape, loaded.steps, draft, loaded.source, loaded.fit_info)
-    else:
-        model = default_cost_model(shape, device_name, draft)
-    fallback = "ar_int8" if plain_step_in_graph else "ar_int8_eager"
-    return SpecPolicy(model, qs_cfg.num_draft_steps, fallback=fallback)

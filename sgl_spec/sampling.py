@@ -109,7 +109,10 @@ def rejection_accept(
     rows = torch.arange(B, device=draft_tokens.device)
     p_n = target_probs[rows, n].float()
     # q is subtracted only on a rejection (n < G); the bonus row samples p itself.
-    q_n = draft_probs[rows, n.clamp(max=G - 1)].float() * (n < G).unsqueeze(-1)
+    if G == 0:  # no drafts (a plain decode step): the token is a draw from p itself
+        q_n = torch.zeros_like(p_n)
+    else:
+        q_n = draft_probs[rows, n.clamp(max=G - 1)].float() * (n < G).unsqueeze(-1)
     residual = (p_n - q_n).clamp_(min=0)
     # Mathematically a rejection implies sum(residual) > 0; guard against fp32 cancellation anyway.
     mass = residual.sum(dim=-1, keepdim=True)

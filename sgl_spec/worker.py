@@ -16,6 +16,9 @@ in the KV cache yet):
 Prefill (EXTEND) is a plain target forward; the backend quantizes completed pages. The scheduler trims windows that
 run past ``max_new_tokens`` or a stop token, and counts spec metrics (spec_verify_ct, accept length, histogram) from
 ``accept_lens``. γ = ``--speculative-num-steps``; ``speculative_num_draft_tokens`` must be γ + 1 and topk 1.
+
+Auto-off (:mod:`sgl_spec.autooff`, ``--quantspec-speculate``): where speculation would lose on a batch, the step is
+one plain INT8 forward instead (accept length 1, same output).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
 
-from sgl_spec import pagetable, sampling
+from sgl_spec import autooff, pagetable, sampling
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
 logger = logging.getLogger(__name__)
@@ -133,6 +136,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self.token_to_kv_pool_allocator = None
         self._self_draft = _SelfDraft()
         self._pages = None  # the draft page policy (sgl_spec/pagetable.py), built on the first decode
+        self._auto = None  # speculate or take a plain step, per batch (sgl_spec/autooff.py), built on the first decode
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -167,6 +171,8 @@ class QuantSpecWorker(BaseSpecWorker):
 
     def _extend(self, batch) -> GenerationBatchResult:
         """Prefill (or idle): the plain target forward samples the first token, which starts the first window."""
+        if self._auto is not None:
+            self._auto.note_other()
         result = self.target_worker.forward_batch_generation(batch)
         # Spec-v2 convention: seq_lens counts tokens in the KV cache; the sampled token is not in it yet.
         result.new_seq_lens = batch.seq_lens
@@ -206,6 +212,9 @@ class QuantSpecWorker(BaseSpecWorker):
         seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
         dev = seq0.device
         carry = self._carry(batch)
+        step = self._policy().decide(bs, self._kv_tokens(batch))
+        if step != autooff.SPEC:  # speculation would lose on this batch: one plain INT8 step (same output)
+            return autooff.plain_step(self, batch, carry, step)
         last = carry.last_tokens
         offs = torch.arange(G + 1, device=dev, dtype=seq0.dtype)
         win_pos = seq0.unsqueeze(1) + offs  # [bs, G+1]
@@ -296,6 +305,24 @@ class QuantSpecWorker(BaseSpecWorker):
             next_draft_input=QuantSpecDraftInput(next_tokens, torch.ones_like(carry.has_pages), G + 1),
             speculative_num_draft_tokens=G + 1,
         )
+
+    # ---- auto-off --------------------------------------------------------------------------------------------------
+    def _policy(self) -> autooff.AutoOff:
+        if self._auto is None:
+            self._auto = autooff.for_worker(self.server_args, self.model_runner, self.gamma)
+        return self._auto
+
+    @staticmethod
+    def _kv_tokens(batch) -> int:
+        """Σ committed lengths, from the host copies the scheduler keeps (no device sync)."""
+        if batch.seq_lens_sum is not None:
+            return int(batch.seq_lens_sum)
+        return int(batch.seq_lens_cpu.sum()) if batch.seq_lens_cpu is not None else 0
+
+    def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size: int = 0) -> None:
+        """SGLang's hook once a step's accept counts are on the host: α for the auto-off policy."""
+        if self._auto is not None:
+            self._auto.on_accept(num_correct_drafts_per_req)
 
     # ---- helpers ---------------------------------------------------------------------------------------------------
     @staticmethod

@@ -40,7 +40,9 @@ def test_generate_stream_equals_non_stream(server, native):
     texts = [e["text"] for e in events]  # native streaming sends the text so far
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
     assert texts[-1] == native["text"] and events[-1]["output_ids"] == native["output_ids"]
-    assert events[-1]["meta_info"]["spec_verify_ct"] == native["meta_info"]["spec_verify_ct"]
+    # (how many steps speculated is not compared: the default --quantspec-speculate auto decides per batch from
+    # step times measured on this server, so two identical requests may take rounds and plain steps differently)
+    assert events[-1]["meta_info"]["spec_verify_ct"] > 0
 
 
 def test_openai_completions(server, native):

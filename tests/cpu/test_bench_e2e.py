@@ -9,7 +9,9 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 import e2e_client  # noqa: E402
+import e2e_plan  # noqa: E402
 import e2e_results  # noqa: E402
+import e2e_table  # noqa: E402
 import e2e_server  # noqa: E402
 from e2e_prompts import PythonCorpus, random_prompts  # noqa: E402
 
@@ -98,7 +100,9 @@ def test_gpu_server_args_fit_the_grid():
     assert "--load-format" not in args
     assert e2e_server.gpu_args("/m", max_ctx=65536, gen=256, gamma=4, max_batch=8, dummy=True, chunk=8192,
                                mem_fraction=0.85)[-2:] == ["--load-format", "dummy"]
-    assert e2e_server.mode_args("spec-topk", 3) == ["--spec-algo", "quantspec", "--speculative-num-steps", "3"]
+    assert e2e_server.mode_args("spec-topk", 3) == ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
+                                                    "--speculative-num-steps", "3"]
+    assert e2e_server.mode_args("spec-auto", 3) == ["--spec-algo", "quantspec", "--speculative-num-steps", "3"]
     assert e2e_server.mode_args("bf16", 3) == []
 
 
@@ -148,6 +152,56 @@ def _row(mode, gamma, ctx, b, tps, tau=None):
     if tau:
         r["accept_length"] = tau
     return r
+
+
+def test_plan_packs_each_server_into_calls_within_the_budget():
+    rate = e2e_plan.rates({"rows": []})["quant"]
+    assert rate["source"] == "guess"
+    ctxs, batches = [4096, 8192, 15360], [1, 8, 32, 64, 128]
+    parts = e2e_plan.chunks([("int8", 0), ("spec-topk", 4)], ctxs, batches, 512, lambda m: rate, 540)
+    for mode in ("int8", "spec-topk"):
+        mine = [p for p in parts if p[0] == mode]
+        assert sorted(b for p in mine for b in p[2]) == batches and len(mine) >= 2  # the grid needs > 1 call
+        for _, _, bs, est in mine:
+            cells = [(c, b) for c in ctxs for b in bs]
+            assert est == pytest.approx(e2e_plan.server_s(rate, cells, 512))
+            assert est <= 0.8 * 540 or len(bs) == 1
+    done = lambda m, g, c, b: b != 128  # noqa: E731  (everything but batch 128 is in the JSON already)
+    left = e2e_plan.chunks([("int8", 0)], ctxs, batches, 512, lambda m: rate, 540, done=done)
+    assert [p[2] for p in left] == [[128]]
+    # measured rows replace the guesses
+    rows = [{"status": "ok", "mode": "int8", "device": "d", "model": "m", "batch": 8, "ctx": 8192,
+             "prefill_done_s": 2.0, "server_startup_s": 70.0, "window_s": 1.0, "window_tokens_per_req": 400}]
+    r = e2e_plan.rates({"rows": rows})["quant"]
+    assert r["prefill_tok_s"] == 8 * 8192 / 2.0 and r["startup_s"] == 80.0 and r["step_s"] == 1.0 / 400
+    cmd = e2e_plan.command(["--model", "m=/tmp/m"], "spec-topk", 4, [64, 128], ctxs, 512, 540)
+    assert cmd.endswith("--batch 64,128 --gen 512 --budget-s 540 --no-plot --gammas 4")
+
+
+def test_table_checks_the_targets():
+    rows = []
+    for ctx, b, auto, topk in ((4096, 1, 1.1, 0.8), (4096, 64, 3.2, 3.5), (15360, 32, 2.5, 3.1)):
+        base = {"device": "H100", "model": "m", "ctx": ctx, "batch": b, "status": "ok", "gen": 512}
+        rows += [{**base, "mode": "bf16", "gamma": 0, "tok_per_s": 100.0},
+                 {**base, "mode": "spec-auto", "gamma": 4, "tok_per_s": 100.0 * auto},
+                 {**base, "mode": "spec-topk", "gamma": 4, "tok_per_s": 100.0 * topk, "accept_length": 3.0},
+                 {**base, "mode": "spec-topk", "gamma": 2, "tok_per_s": 50.0 * topk, "accept_length": 2.0}]
+    text = "\n".join(e2e_table.e2e_tables({"rows": rows}))
+    assert "| 4096 | 1 | 4k | 100 | 0.80 (γ=4, τ=3.00) | 1.10 | **1.10** (spec-auto) |" in text
+    assert "* best mode: slowest cell 1.10x (ctx 4096, batch 1) - target >= 1.0x: met" in text
+    assert "best mode, batch x context >= 256k (2 cells): slowest 3.10x (ctx 15360, batch 32) - target >= 3.0x: " \
+           "met" in text
+    assert "default server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
+
+
+def test_table_updates_the_readme_block_in_place(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Measured\n\nintro\n\n## Next\n\ntail\n")
+    e2e_table.update_readme(readme, "table v1")
+    e2e_table.update_readme(readme, "table v2")
+    text = readme.read_text()
+    assert text.count("<!-- measured:begin -->") == 1 and "table v2" in text and "table v1" not in text
+    assert text.index("intro") < text.index("table v2") < text.index("## Next") < text.index("tail")
 
 
 def test_results_derive_speedups_alpha_and_gamma_choice():

@@ -1,6 +1,6 @@
-"""sgl_spec.costmodel: τ(α, γ), its inverse, KV byte accounting, the speedup formula, the fit and the worker's
-switch. Pure CPU arithmetic; the fit tests use data generated from a known model, so they must recover it (up to the
-NNLS solver's floating-point error, hence rel=1e-6)."""
+"""sgl_spec.costmodel: τ(α, γ), its inverse, KV byte accounting, the speedup formula and the fit (the worker's
+switch built on it: tests/cpu/test_autooff.py). Pure CPU arithmetic; the fit tests use data generated from a known
+model, so they must recover it (up to the NNLS solver's floating-point error, hence rel=1e-6)."""
 import itertools
 import json
 import random
@@ -174,44 +174,3 @@ def test_nnls_matches_kkt_conditions():
         assert (x >= 0).all()
         assert (w <= 1e-9).all(), (trial, w)
         assert (abs(w[x > 0]) <= 1e-9).all()
-
-
-def test_policy_switches_off_probes_and_tracks_alpha():
-    m = cm.default_cost_model(cm.ModelShape.from_hf_config(PYCODE), "H200")
-    pol = cm.SpecPolicy(m, gamma=4, probe_every=5, alpha0=0.9)
-    decisions = [pol.decide(1, 2048) for _ in range(10)]
-    assert decisions == [False, False, False, False, True] * 2  # off, with a probe round every 5th step
-    big = cm.SpecPolicy(cm.default_cost_model(cm.ModelShape.from_hf_config(LLAMA8B), "H200"), gamma=4, alpha0=0.8)
-    assert big.decide(8, 8 * 65536)
-    for _ in range(200):  # a draft that is never accepted: α → 0, and speculation turns off
-        big.observe(rounds=8, tokens=8)
-    assert big.alpha < 0.01 and not big.decide(8, 8 * 65536)
-    for _ in range(200):
-        big.observe(rounds=8, tokens=8 * 5)
-    assert big.alpha > 0.99
-
-
-def test_policy_hysteresis():
-    m = _hand_model()
-    b, kv, g = 64, 64 * 15360, 3
-    a = next(x / 1000 for x in range(1000) if m.speedup(b, kv, g, x / 1000) >= 1.06)  # just above 1 + margin
-    pol = cm.SpecPolicy(m, gamma=g, alpha0=a, margin=0.05, hysteresis=0.03, probe_every=10 ** 9)
-    assert pol.decide(b, kv)  # on: 1.05 is enough to stay on
-    pol.on = False
-    assert not pol.decide(b, kv)  # off: needs 1.08 to come back
-
-
-def test_policy_for_worker_env_and_defaults(tmp_path):
-    from sgl_spec.config import QuantSpecConfig
-
-    qs = QuantSpecConfig(speculative=True, page_size=64, num_draft_steps=3, topk_ratio=0.1, min_pages=4,
-                         sink_pages=1, dense_draft=False)
-    assert cm.policy_for_worker(qs, LLAMA8B, "H100", env={cm.COST_MODEL_ENV: "off"}) is None
-    pol = cm.policy_for_worker(qs, LLAMA8B, "NVIDIA H100 80GB HBM3", env={})
-    assert pol.gamma == 3 and pol.fallback == "ar_int8_eager" and pol.model.source == "default:H100"
-    assert pol.model.draft == cm.DraftConfig(False, 0.1, 4, 1)
-    fitted = _hand_model()
-    fitted.save(tmp_path / "f.json")
-    env = {cm.COST_MODEL_ENV: str(tmp_path / "f.json")}
-    pol = cm.policy_for_worker(qs, PYCODE, None, plain_step_in_graph=True, env=env)
-    assert pol.fallback == "ar_int8" and pol.model.steps == fitted.steps and pol.model.draft.topk_ratio == 0.1

@@ -125,6 +125,8 @@ BAD_FLAGS = {
     "--attention-backend quantspec --enable-hierarchical-cache": "does not support --enable-hierarchical-cache",
     "--spec-algo quantspec --quantspec-topk-ratio 1.5": "--quantspec-topk-ratio must be in (0, 1]",
     "--attention-backend quantspec --decode-attention-backend quantspec": "instead of --decode-attention-backend",
+    "--quantspec-speculate never": "--quantspec-speculate only applies with --speculative-algorithm QUANTSPEC",
+    "--spec-algo quantspec --quantspec-cost-model /nonexistent.json": "--quantspec-cost-model /nonexistent.json: no",
 }
 
 
@@ -182,6 +184,7 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     assert good["speculative_algorithm"] is None and good["disable_overlap_schedule"] is False
     spec = res["good spec"]
     assert "speculative=True, page_size=32, num_draft_steps=6, topk_ratio=0.2" in spec["_quantspec"], spec
+    assert "speculate='auto', cost_model=None" in spec["_quantspec"], spec  # auto-off on by default
     assert (spec["speculative_algorithm"], spec["speculative_num_draft_tokens"], spec["speculative_eagle_topk"],
             spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
     assert "speculative=True, page_size=64, num_draft_steps=4, topk_ratio=0.07, min_pages=3" in res["kwargs"]

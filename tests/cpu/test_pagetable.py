@@ -267,7 +267,7 @@ def test_every_policy_is_lossless_in_the_server(tiny_llama_fp32):
         ref = [_generate(srv, p)["output_ids"] for p in prompts]
     for policy in ("streaming", "topk-last"):  # topk: tests/cpu/test_quantspec_server.py
         args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio", "0.1",
-                         "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy]
+                         "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy, "--quantspec-speculate", "always"]
         with launch_server(tiny_llama_fp32, args) as srv:
             got = [_generate(srv, p) for p in prompts]
         assert [g["output_ids"] for g in got] == ref, policy

@@ -33,7 +33,8 @@ P, GAMMA, N_NEW = 64, 4, 40
 # idle SGLang scheduler otherwise busy-polls a whole core, which slows whatever runs next to it on 2 cores.
 COMMON = ["--dtype", "float32", "--max-total-tokens", "16384", "--chunked-prefill-size", "256", "--sleep-on-idle"]
 INT8_ARGS = COMMON + ["--attention-backend", "quantspec"]
-SPEC_ARGS = COMMON + ["--spec-algo", "quantspec"]  # page size, γ and the sparse draft at their defaults
+# page size, γ and the sparse draft at their defaults; speculating every step (auto-off would take plain steps here)
+SPEC_ARGS = COMMON + ["--spec-algo", "quantspec", "--quantspec-speculate", "always"]
 
 # Prompt lengths in tokens: inside the first page, around page boundaries, and 2 … 23 pages (sparse drafting past 8).
 LENGTHS = [12, 40, 63, 64, 65, 100, 127, 128, 129, 200, 300, 384, 450, 513, 640, 700, 900, 1100, 1300, 1500]

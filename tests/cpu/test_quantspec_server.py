@@ -21,8 +21,10 @@ GAMMA = 3
 N_NEW = 24
 COMMON = ["--dtype", "float32", "--page-size", str(P), "--chunked-prefill-size", "64"]
 INT8_ARGS = COMMON + ["--attention-backend", "quantspec"]
-SPEC_ARGS = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", str(GAMMA),
-                      "--quantspec-topk-ratio", "0.1", "--quantspec-min-pages", "1", "--quantspec-sink-pages", "1"]
+# "always": these tests are about the speculative path (auto-off would take plain steps on this CPU)
+SPEC_ARGS = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", str(GAMMA), "--quantspec-speculate",
+                      "always", "--quantspec-topk-ratio", "0.1", "--quantspec-min-pages", "1",
+                      "--quantspec-sink-pages", "1"]
 
 
 def _ids(n, seed):
@@ -134,8 +136,28 @@ def test_dense_draft_mode_is_lossless_too(tiny_llama_fp32, int8_outputs):
     """--quantspec-dense-draft: no page scores, the draft reads every complete page (the backend's dense path)."""
     ref, _ = int8_outputs
     idx = [3, 9, 14, 19, 21]  # one page, a page boundary, several pages, the longest, a prefix-sharing prompt
-    args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "5", "--quantspec-dense-draft"]
+    args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "5", "--quantspec-dense-draft",
+                     "--quantspec-speculate", "always"]
     with launch_server(tiny_llama_fp32, args) as srv:
         got = [_gen(srv, PROMPTS[i]) for i in idx]
     assert [g["output_ids"] for g in got] == [ref[i] for i in idx]
     assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got)
+
+
+@pytest.mark.parametrize("speculate", ["never", "auto"])
+def test_plain_steps_and_auto_mode_are_lossless(tiny_llama_fp32, int8_outputs, speculate):
+    """--quantspec-speculate never: every decode step is auto-off's plain step (on CPU: the one-token eager DECODE
+    forward; on a GPU the verify-shaped one replaying the CUDA graph, tests/gpu/test_server_gpu.py). SGLang still
+    counts one verify per step, none accepting a draft. auto (the default): whatever it chooses, same output."""
+    ref, ref_lp = int8_outputs
+    idx = [0, 4, 9, 15, 19, 20]
+    args = [a if a != "always" else speculate for a in SPEC_ARGS]
+    with launch_server(tiny_llama_fp32, args) as srv:
+        got = [_gen(srv, PROMPTS[i]) for i in idx]
+    assert [g["output_ids"] for g in got] == [ref[i] for i in idx]
+    for i, g in zip(idx, got):
+        mi = g["meta_info"]
+        lp = [x[0] for x in mi["output_token_logprobs"]]
+        assert lp == pytest.approx(ref_lp[i], abs=1e-4)
+        if speculate == "never":  # one "verify" per step, no draft accepted (accept length counts the prefill token)
+            assert mi["spec_verify_ct"] == N_NEW - 1 and mi["spec_correct_drafts_histogram"][0] == N_NEW - 1

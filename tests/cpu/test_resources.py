@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
 
 P = 32  # small pages: the short requests below still cross page boundaries and complete pages while decoding
 ARGS = ["--dtype", "float32", "--spec-algo", "quantspec", "--page-size", str(P), "--speculative-num-steps", "3",
-        "--sleep-on-idle"]
+        "--quantspec-speculate", "always", "--sleep-on-idle"]
 CONTEXT_LEN = 2048  # the tiny model's max_position_embeddings
 
 

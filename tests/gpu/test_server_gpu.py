@@ -8,7 +8,8 @@ Run on the GPU machine with the gpu-kit installed and sgl-spec pip-installed:
   same verify kernel per row; see docs/CONTRACTS.md);
 * radix: a request sharing complete pages with an earlier one reports cached_tokens > 0 and gives the cold output;
 * batching: 16 concurrent mixed-length requests give the one-at-a-time outputs;
-* metrics: accept length in meta_info.
+* metrics: accept length in meta_info;
+* auto-off: the plain steps (verify-shaped, in the CUDA graph) and the default auto mode give the INT8 mode's output.
 """
 import os
 import sys
@@ -28,7 +29,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.timeout(1200)]
 COMMON = ["--dtype", "bfloat16", "--max-total-tokens", "65536", "--chunked-prefill-size", "256",
           "--mem-fraction-static", "0.5"]
 INT8_ARGS = COMMON + ["--attention-backend", "quantspec"]
-SPEC_ARGS = COMMON + ["--spec-algo", "quantspec"]
+SPEC_ARGS = COMMON + ["--spec-algo", "quantspec", "--quantspec-speculate", "always"]
+PLAIN_ARGS = COMMON + ["--spec-algo", "quantspec", "--quantspec-speculate", "never"]  # auto-off's plain steps only
+AUTO_ARGS = COMMON + ["--spec-algo", "quantspec"]  # the default: auto
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -99,3 +102,16 @@ def test_sixteen_concurrent_equal_one_at_a_time_on_gpu(prompts, spec):
         outs = list(pool.map(lambda i: _gen(srv, prompts[i][1])["output_ids"], idx))
     assert outs == [res[i]["output_ids"] for i in idx]
     assert torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("args", [PLAIN_ARGS, AUTO_ARGS], ids=["never", "auto"])
+def test_auto_off_paths_equal_int8_mode_on_gpu(prompts, int8_out, args):
+    with launch_server(pycode_model_dir(), args) as srv:
+        srv.flush_cache()
+        res = [_gen(srv, ids) for _, ids in prompts]
+    bad = [name for (name, _), r, o in zip(prompts, res, int8_out) if r["output_ids"] != o]
+    acc = sum(r["meta_info"]["spec_accept_length"] for r in res) / len(res)
+    print(f"[gpu] {args[-1]}: == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts, mean accept {acc:.2f}")
+    assert not bad
+    if "never" in args:  # plain steps only: no draft ever accepted
+        assert all(sum(r["meta_info"]["spec_correct_drafts_histogram"][1:]) == 0 for r in res)
