@@ -125,6 +125,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
     def is_drafting(self) -> bool:
         return self._draft is not None
 
+    @property
+    def draft_state(self) -> Optional[_Draft]:
+        """The open draft block's tensors (None outside one): the draft CUDA graphs copy them into their own."""
+        return self._draft
+
     # ---- SGLang backend interface ---------------------------------------------------------------------------------
     def support_triton(self):
         from sglang.srt.utils.common import support_triton
