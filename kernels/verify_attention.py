@@ -312,8 +312,11 @@ def _verify_merge_kernel(
     tl.store(o_ptr, o.to(OUT.dtype.element_ty), mask=h_ok[:, None] & (d < D)[None, :])
 
 
+_pages_per_split = pages_per_split  # the launcher's keyword of the same name shadows it
+
+
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, prefetch=None):
+                     out=None, prefetch=None, pages_per_split=None):
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -345,7 +348,10 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert out.shape == q.shape and out.dtype == q.dtype and out.stride(3) == 1
     if B == 0:
         return out
-    C = pages_per_split(B, Hkv, MAXP, P, q.device)
+    # C follows the batch size by default (parallelism); a fixed C (keyword) makes every row's result independent
+    # of B: the page partition and so the merge order then depend on the row's own request only.
+    C = _pages_per_split(B, Hkv, MAXP, P, q.device) if pages_per_split is None else int(pages_per_split)
+    assert C >= 1, C
     S1 = 1 + triton.cdiv(MAXP, C)  # split 0 = ring, then page splits
     BLOCK_M = block_rows(G)
     RB = triton.cdiv(NQ * G, BLOCK_M)

@@ -29,7 +29,7 @@ def default_score_rows(nq: int, score_rows=None) -> tuple[int, int]:
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None):
+                     out=None, pages_per_split=None):  # pages_per_split: the Triton split size; no splits here
     B, NQ, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     G = Hq // Hkv

@@ -105,6 +105,16 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.keep_verify_q = self.page_scores is not None and cfg.draft_pages == "topk-last"
         self.verify_q: Optional[torch.Tensor] = None
         self.verify_scale: dict = {}
+        # --enable-deterministic-inference: SGLang makes its GEMMs batch-invariant; ours must not depend on the batch
+        # either. verify_attention's split size otherwise follows the batch size, and the prefill's key layout
+        # follows the chunking (which depends on what else is scheduled), so both get a fixed geometry.
+        sa = getattr(model_runner, "server_args", None)
+        self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
+        self.verify_split: Optional[int] = None
+        if self.batch_invariant and torch.device(self.device).type == "cuda":
+            from sgl_spec.kernels.verify_attention import pages_per_split
+
+            self.verify_split = pages_per_split(1, pool.head_num, self.max_pages, self.P, self.device)
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
@@ -277,7 +287,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         out = torch.empty_like(q3)
         for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):
             extend_attention(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
-                             md.page_table[b], s, layer.scaling, out=out[r0:r0 + n])
+                             md.page_table[b], s, layer.scaling, out=out[r0:r0 + n], page_aligned=self.batch_invariant)
         return out.view(q.shape[0], -1)
 
     def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
@@ -307,7 +317,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             else:
                 scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
-                                   scores=scores)
+                                   scores=scores, pages_per_split=self.verify_split)
         return out.view(q.shape[0], -1)
 
     def _keep_verify_q(self, li: int, q4, scaling: float):

@@ -1,0 +1,72 @@
+"""What ``--enable-deterministic-inference`` needs from quantspec's own attention (SGLang makes its GEMMs
+batch-invariant; sgl_spec/backend.py ``batch_invariant``):
+
+* ``verify_attention`` with a fixed ``pages_per_split``: a request's rows are bit-identical whatever else is in the
+  batch (by default the split size follows the batch size, and so does the merge order);
+* ``extend_attention(page_aligned=True)``: every query of a page attends over one key layout whatever the chunking,
+  and agrees with the default layout up to fp32 rounding.
+"""
+import math
+
+import torch
+
+from sgl_spec.kernels import verify_attention as va
+from sgl_spec.prefill_ref import extend_attention
+from sgl_spec.kvformat import KVFormat
+from sgl_spec.kernels.quantize_pages_ref import quantize_pages_ref
+
+from test_verify_attention import make_case, run
+
+
+def _rows(case, idx):
+    q, store, pt, qs, hk, hv, hs = case
+    return (q[idx].contiguous(), store, pt[idx].contiguous(), qs[idx].contiguous(), hk, hv, hs[idx].contiguous())
+
+
+def test_fixed_split_makes_verify_rows_batch_invariant(monkeypatch):
+    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)  # tiny shapes: let the split size really follow B
+    B, NQ, Hq, Hkv, D, P = 6, 5, 4, 2, 64, 32
+    case = make_case(B, NQ, Hq, Hkv, D, P, [300, 94, 3, 250, 130, 61], torch.bfloat16, maxp=12, seed=11)
+    maxp = case[2].shape[1]
+    assert va.pages_per_split(1, Hkv, maxp, P, "cpu") != va.pages_per_split(B, Hkv, maxp, P, "cpu")
+    C = va.pages_per_split(1, Hkv, maxp, P, "cpu")
+    fixed = lambda *a, **kw: va.verify_attention(*a, pages_per_split=C, **kw)  # noqa: E731
+    full, _ = run(fixed, case, 1 / math.sqrt(D), True)
+    for idx in ([0], [3, 0], [5, 1, 2]):
+        part, _ = run(fixed, _rows(case, torch.tensor(idx)), 1 / math.sqrt(D), True)
+        assert torch.equal(part, full[idx]), idx
+    # and a fixed split is a valid partition: the default one agrees up to rounding
+    default, _ = run(va.verify_attention, case, 1 / math.sqrt(D), True)
+    torch.testing.assert_close(default.float(), full.float(), atol=2e-2, rtol=2e-2)
+
+
+def _prefill_case(n, P=32, Hq=4, Hkv=2, D=64, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(n, h, D, generator=g) for h in (Hq, Hkv, Hkv))
+    npg = n // P
+    store = KVFormat(P, Hkv, D).alloc(npg + 1)
+    pk = k[:npg * P].view(npg, P, Hkv, D).transpose(1, 2)
+    pv = v[:npg * P].view(npg, P, Hkv, D).transpose(1, 2)
+    for name, t in quantize_pages_ref(pk, pv).items():
+        getattr(store, name)[:npg].copy_(t)
+    return q, k, v, store, torch.arange(npg + 1, dtype=torch.int32)
+
+
+def _chunked(q, k, v, store, ids, cuts, P, **kw):
+    out = torch.empty_like(q)
+    for s, e in zip(cuts[:-1], cuts[1:]):
+        base = (s // P) * P
+        extend_attention(q[s:e], k[s:e], v[s:e], k[base:s], v[base:s], store, ids, s, 0.125, out=out[s:e], **kw)
+    return out
+
+
+def test_page_aligned_prefill_is_chunking_invariant_and_agrees_with_default():
+    P, n = 32, 200
+    q, k, v, store, ids = _prefill_case(n, P)
+    one = _chunked(q, k, v, store, ids, [0, n], P, page_aligned=True)
+    for cuts in ([0, 70, 200], [0, 64, 128, 199, 200], [0, 1, 33, 150, 200]):
+        got = _chunked(q, k, v, store, ids, cuts, P, page_aligned=True)
+        # same key layout for every row; CPU matmuls of other row counts may still round differently
+        torch.testing.assert_close(got, one, atol=1e-6, rtol=0, msg=lambda m: f"{cuts}: {m}")
+    default = _chunked(q, k, v, store, ids, [0, n], P)
+    torch.testing.assert_close(default, one, atol=2e-5, rtol=0)
