@@ -105,6 +105,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.keep_verify_q = self.page_scores is not None and cfg.draft_pages == "topk-last"
         self.verify_q: Optional[torch.Tensor] = None
         self.verify_scale: dict = {}
+        # --enable-deterministic-inference: SGLang makes its GEMMs batch-invariant; ours must not depend on the batch
+        # either. verify_attention's split geometry depends only on the page-table width (never on B or NQ); the
+        # prefill's key layout follows the chunking (which depends on what else is scheduled), so it gets a fixed one.
+        sa = getattr(model_runner, "server_args", None)
+        self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
@@ -124,6 +129,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
     @property
     def is_drafting(self) -> bool:
         return self._draft is not None
+
+    @property
+    def draft_state(self) -> Optional[_Draft]:
+        """The open draft block's tensors (None outside one): the draft CUDA graphs copy them into their own."""
+        return self._draft
 
     # ---- SGLang backend interface ---------------------------------------------------------------------------------
     def support_triton(self):
@@ -272,7 +282,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         out = torch.empty_like(q3)
         for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):
             extend_attention(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
-                             md.page_table[b], s, layer.scaling, out=out[r0:r0 + n])
+                             md.page_table[b], s, layer.scaling, out=out[r0:r0 + n], page_aligned=self.batch_invariant)
         return out.view(q.shape[0], -1)
 
     def forward_decode(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):

@@ -28,13 +28,19 @@ def dequant_pages(store, page_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return k.permute(1, 0, 2, 3).reshape(H, n * P, D), v.permute(1, 0, 2, 3).reshape(H, n * P, D)
 
 
-def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_scale: float, out=None):
+def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_scale: float, out=None,
+                     page_aligned: bool = False):
     """Attention of one request's new tokens.
 
     q [n, Hq, D] at positions ``start … start+n-1``; k, v [n, Hkv, D] their keys/values (model dtype); prev_k, prev_v
     [start % P, Hkv, D]: full-precision K/V of positions ``(start//P)*P … start-1``; store: the layer's PageStore;
     page_ids: physical page id of logical page j at [j], at least ``(start+n-1)//P`` entries (those pages must already
     be quantized). ``start`` and ``n`` are host ints (the EXTEND path is host-driven). Returns out [n, Hq, D].
+
+    ``page_aligned`` (deterministic inference): every query of page ``j`` attends over the same key layout whatever
+    the chunking - the INT8 view of pages ``0 … j-1`` then the P slots of page ``j`` (not yet computed ones zero and
+    masked) - so with batch-invariant matmuls a row's result does not depend on how the scheduler chunked the prompt.
+    By default query chunks span several pages (fewer, larger matmuls), so the key layout follows the chunking.
     """
     n, Hq, D = q.shape
     Hkv, P = store.k_upper.shape[1], store.k_upper.shape[2]
@@ -50,16 +56,41 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
     k8, v8 = dequant_pages(store, page_ids[:n8]) if n8 > 0 else (q.new_zeros((Hkv, 0, D), dtype=torch.float32),) * 2
     kf = torch.cat([prev_k, k]).float().permute(1, 0, 2)  # [Hkv, end-base, D], positions base … end-1
     vf = torch.cat([prev_v, v]).float().permute(1, 0, 2)
+    qf = q.float()
+
+    def attend(p0, p1, keys, vals, mask):
+        qc = qf[p0 - start:p1 - start].view(-1, Hkv, G, D).permute(1, 0, 2, 3)  # [Hkv, C, G, D]
+        logits = torch.einsum("hcgd,htd->hcgt", qc, keys) * sm_scale
+        logits = logits.masked_fill(~mask[None, :, None, :], float("-inf"))  # own token always visible: no NaN
+        o = torch.einsum("hcgt,htd->hcgd", torch.softmax(logits, dim=-1), vals)
+        out[p0 - start:p1 - start] = o.permute(1, 0, 2, 3).reshape(-1, Hq, D).to(out.dtype)
+
+    if page_aligned:
+        pad = -(-(end - base) // P) * P - (end - base)
+        kf, vf = torch.nn.functional.pad(kf, (0, 0, 0, pad)), torch.nn.functional.pad(vf, (0, 0, 0, pad))
+        for j in range(start // P, n8 + 1):
+            f0 = j * P
+            keys = torch.cat([k8[:, :f0], kf[:, f0 - base:f0 - base + P]], dim=1)  # [Hkv, (j+1)*P, D]
+            vals = torch.cat([v8[:, :f0], vf[:, f0 - base:f0 - base + P]], dim=1)
+            rows = max(1, _LOGIT_BUDGET // (Hq * (j + 1) * P))  # row sub-chunks: the layout stays the same
+            p0 = max(start, f0)
+            while p0 < min(end, f0 + P):
+                p1 = min(end, f0 + P, p0 + rows)
+                pos = torch.arange(p0, p1, device=q.device)
+                tf = torch.arange(f0, f0 + P, device=q.device)
+                mask = torch.cat([torch.ones((p1 - p0, f0), dtype=torch.bool, device=q.device),
+                                  tf[None, :] <= pos[:, None]], 1)
+                attend(p0, p1, keys, vals, mask)
+                p0 = p1
+        return out
 
     # Query chunks of whole pages: a chunk's full-precision keys are its own pages only.
     rows_per_chunk = max(1, _LOGIT_BUDGET // max(1, Hq * (n8 * P + 2 * P)))
     pages_per_chunk = max(1, rows_per_chunk // P)
-    qf = q.float()
     p0 = start
     while p0 < end:
         p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
         pos = torch.arange(p0, p1, device=q.device)
-        qc = qf[p0 - start:p1 - start].view(-1, Hkv, G, D).permute(1, 0, 2, 3)  # [Hkv, C, G, D]
         j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
         f0 = (p0 // P) * P  # first full-precision key position this chunk can see
         keys = torch.cat([k8[:, : j_hi * P], kf[:, f0 - base:p1 - base]], dim=1)  # [Hkv, T, D]
@@ -68,9 +99,6 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
         tf = torch.arange(f0, p1, device=q.device)
         own = (pos // P)[:, None]
         mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
-        logits = torch.einsum("hcgd,htd->hcgt", qc, keys) * sm_scale
-        logits = logits.masked_fill(~mask[None, :, None, :], float("-inf"))  # own token always visible: no NaN
-        o = torch.einsum("hcgt,htd->hcgd", torch.softmax(logits, dim=-1), vals)
-        out[p0 - start:p1 - start] = o.permute(1, 0, 2, 3).reshape(-1, Hq, D).to(out.dtype)
+        attend(p0, p1, keys, vals, mask)
         p0 = p1
     return out

@@ -33,7 +33,7 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
 
-from sgl_spec import autooff, pagetable, sampling
+from sgl_spec import autooff, draft_graph, pagetable, sampling
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class QuantSpecVerifyInput(SpecInput):
 class QuantSpecDraftStep(SpecInput):
     """``spec_info`` of a draft DECODE forward. Its only job: ``num_tokens_per_req = 1`` differs from the width
     (γ+1) SGLang's decode CUDA graphs are captured with under speculation, so ``DecodeCudaGraphRunner.can_run_graph``
-    refuses them and the draft runs eagerly, in draft mode. Replaying the TARGET_VERIFY graph on a one-token batch
-    would read stale rows of its static buffers."""
+    refuses them (replaying the TARGET_VERIFY graph on a one-token batch would read stale rows of its static
+    buffers); drafts replay their own graphs (sgl_spec/draft_graph.py) or run eagerly, in draft mode."""
 
     def __init__(self):
         super().__init__(SpecInputType.NGRAM_VERIFY)  # a neutral type: no hidden states, no tree
@@ -137,6 +137,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self._self_draft = _SelfDraft()
         self._pages = None  # the draft page policy (sgl_spec/pagetable.py), built on the first decode
         self._auto = None  # speculate or take a plain step, per batch (sgl_spec/autooff.py), built on the first decode
+        self._draft_graphs = None  # sgl_spec/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -146,6 +147,15 @@ class QuantSpecWorker(BaseSpecWorker):
     def alloc_memory_pool(self, memory_pool_config=None, req_to_token_pool=None, token_to_kv_pool_allocator=None):
         self.req_to_token_pool = req_to_token_pool
         self.token_to_kv_pool_allocator = token_to_kv_pool_allocator
+
+    def init_cuda_graphs(self):
+        """After the target captured its (verify) graphs: capture the draft graphs into the same memory pool."""
+        backend = self.model_runner.attn_backend
+        if self._pages is None and hasattr(backend, "draft_mode"):
+            self._pages = pagetable.draft_pages(backend)
+        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages)
+        if self._draft_graphs is not None:
+            self._additional_graph_memory_usage["draft_decode"] = self._draft_graphs.memory_usage_gb
 
     # Weight updates: the scheduler updates the target worker itself and then calls these on the "draft" worker.
     # Our draft *is* the target, so disk/IPC updates have nothing left to do; tensor updates are routed here
@@ -231,7 +241,8 @@ class QuantSpecWorker(BaseSpecWorker):
         tok = last
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
-        with self._draft_scope(batch, seq0, carry.has_pages):
+        graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
+        with self._draft_scope(batch, seq0, carry.has_pages), graphs:
             for i in range(G):
                 batch.forward_mode = ForwardMode.DECODE
                 batch.input_ids = tok
