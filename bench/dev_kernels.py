@@ -127,8 +127,8 @@ def bench_draft(cfgs, variants, gbps, log, eager):
 
 def verify_variant(var):
     """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
-    'nr=168/pps=3/th=8/raw=0' style overrides of the new kernel's register cap / programs per SM (split heuristic) /
-    lazy-rescale threshold (-1: every page) / raw-maxima scores (0: v1's in-loop head reduction)."""
+    'nr=168/pps=3/pp=2/nw=8' style overrides of the new kernel's register cap / programs per SM at 4 warps (split
+    heuristic) / pages per loop iteration / warps a program."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -142,10 +142,10 @@ def verify_variant(var):
             kw["maxnreg"] = int(part[3:]) or None
         elif part.startswith("pps="):
             pps = int(part[4:])
-        elif part.startswith("th="):
-            kw["rescale_th"] = float(part[3:])
-        elif part.startswith("raw="):
-            kw["score_raw"] = bool(int(part[4:]))
+        elif part.startswith("pp="):
+            kw["pages_per_iter"] = int(part[3:])
+        elif part.startswith("nw="):
+            kw["num_warps"] = int(part[3:])
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -192,13 +192,13 @@ def bench_verify(cfgs, nq, gbps, log, variants):
 def check_verify(log, variants=("",)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
     included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
-    th=/raw= combination among ``variants`` is checked."""
+    pp=/nw= combination among ``variants`` is checked."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
 
     kws = []
     for var in variants:
         if var != "v0":
-            kw = {k: v for k, v in verify_variant(var)[2].items() if k in ("rescale_th", "score_raw")}
+            kw = {k: v for k, v in verify_variant(var)[2].items() if k in ("pages_per_iter", "num_warps")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
@@ -296,11 +296,11 @@ def main():
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
     ap.add_argument("--variants", default="")
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
-    ap.add_argument("--verify-variants", default=",off,th=-1,th=0,raw=0/th=-1,off/th=-1",
+    ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
                     help="comma list: '' new kernel, off = scores off, v0 = previous kernel, "
-                         "nr=N/pps=K/th=X/raw=0|1 overrides")
-    ap.add_argument("--check-variants", default=",th=0",
-                    help="verify variants (comma list, th=/raw= parts used) that the correctness check runs")
+                         "nr=N/pps=K/pp=1|2/nw=4|8 overrides")
+    ap.add_argument("--check-variants", default=",nw=8,pp=2/nw=8",
+                    help="verify variants (comma list, pp=/nw= parts used) that the correctness check runs")
     ap.add_argument("--nq", type=int, default=5)
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")

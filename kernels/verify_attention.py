@@ -21,13 +21,13 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   (bf16 -> fp16 is exact) and sm_scale·log2(e) is applied to the fp32 logits. Page i+1's words and scales are loaded
   into registers before page i is computed (num_stages=1): Triton's pipeliner, given the page-id load that addresses
   the tiles, waits for all outstanding cp.async copies every page (bench/NOTES_kernels.md).
+* PAGES_PER_ITER = 2 (dev variant ``pp=2``, mostly with 8 warps): two pages a loop iteration, each with its own
+  dots (its own key scales), one softmax update (max, rescale of O^T / l / z) for both; the pair after next is
+  prefetched. A row's page sequence and arithmetic order differ from pp=1 (one rescale per pair), not between rows.
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
-  the page's tokens per row (the softmax's column max). SCORE_RAW: the 2G score rows' maxima are stored as they lie
-  in registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads); else
-  (v1) the program reduces them per page and stores the score. No atomics either way.
-* lazy rescaling (RESCALE_TH): a row's reference max moves only when the page raises it by more than RESCALE_TH
-  log2 units, and O^T / l / z are rescaled only on pages where some row's reference moved (a per-row test: rows
-  that did not move get alpha = 1 exactly, so results stay independent of the other rows, NQ and B).
+  the page's tokens per row (the softmax's column max); the 2G score rows' maxima are stored as they lie in
+  registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
+  atomics. (v1 reduced over the heads in the loop, v2 tried lazy rescaling: both slower, bench/NOTES_kernels.md.)
 Stage 2 (kernels/verify_merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
 (m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
 partition; the others are never read); the extra programs reduce the raw score maxima.
@@ -51,7 +51,8 @@ LOG2E = 1.4426950408889634
 # exactly fill 1..MAX_WAVES waves of Hkv * splits programs, the cheapest (waves / splits) wins, but a split keeps at
 # least MIN_TOKENS_PER_SPLIT tokens so that writing and merging its (NQ*G x D fp32) partial stays small next to the
 # K/V bytes it reads. B does not enter (a row's result must not depend on its batch), so B > 1 runs B x as many.
-PROGRAMS_PER_SM = 2  # 255 registers a thread at 4 warps (ptxas, sm_90; capped at 168 it spills ~250 B a thread)
+PROGRAMS_PER_SM = 2  # at 4 warps: 255 registers a thread (ptxas, sm_90; capped at 168 it spills ~250 B a thread);
+# a launch with more warps gets proportionally fewer programs an SM (same register file)
 MAX_WAVES = 4
 SPLIT_SLACK = 0.02
 MIN_TOKENS_PER_SPLIT = 256
@@ -59,15 +60,10 @@ CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is 
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
 # Stage-1 GPU launch: 4 warps (one wgmma warpgroup: M = 64 tokens), register prefetch (num_stages=1); MAXNREG caps
-# the registers (None: ptxas's choice, no spills) and must agree with PROGRAMS_PER_SM.
+# the registers (None: ptxas's choice, no spills) and must agree with PROGRAMS_PER_SM. PAGES_PER_ITER: 1 or 2.
 NUM_WARPS = 4
 MAXNREG = None
-# Lazy rescaling (see _int8_page): a row's reference max moves only when the page max exceeds it by more than this
-# many log2 units (0: whenever it grows, results bit-equal to always rescaling; < 0: rescale every page, v1).
-RESCALE_TH = 8.0
-# Scores: stage 1 stores the score rows' raw column maxima per (page, head) and the merge launch reduces them
-# (True), instead of reducing over the heads inside the page loop (False, v1: a layout conversion per page).
-SCORE_RAW = True
+PAGES_PER_ITER = 1
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
@@ -82,13 +78,15 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device) -> int:
-    """Pages per split ``C`` from Hkv, MAXP and the SM count only: with S = PROGRAMS_PER_SM * SMs program slots and
+def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, programs_per_sm=None) -> int:
+    """Pages per split ``C`` from Hkv, MAXP and the SM count only (and the launch's programs an SM, PROGRAMS_PER_SM
+    at 4 warps): with S = programs_per_sm * SMs program slots and
     Hkv * n page programs, time goes as waves / n; take the n that fills whole waves best (B=1, Hkv=8, 132 SMs:
     49 splits, one wave)."""
     if max_pages <= 0:
         return 1
-    slots = max(1, PROGRAMS_PER_SM * _num_sms(torch.device(device)))
+    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    slots = max(1, pps * _num_sms(torch.device(device)))
     cap = max(1, max_pages)
     best, best_cost = 1, float(triton.cdiv(num_kv_heads, slots))
     for waves in range(1, MAX_WAVES + 1):
@@ -140,71 +138,84 @@ def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh
 
 
 @triton.jit
-def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
-               kz_hi, vs, vz, j, n_scored, score_lim, vis, sel, gg, score_ptr, raw_ptr, raw_ok, G: tl.constexpr,
-               HAS_SCORES: tl.constexpr, SCORE_RAW: tl.constexpr, RESCALE_TH: tl.constexpr, USE_ASM: tl.constexpr):
-    """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
-    row's reference max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
-    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
+def _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, jj, n_scored, j1, vis, score_lim, raw_ptr,
+                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr):
+    """Raw logits S^T = K Q^T [P, BLOCK_M] of logical page jj (masked to -inf for rows that must not see it, and
+    for a page at or past the split's end j1) and their column maxima; the score rows' maxima are stored raw."""
     s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
     s16_hi, zz_hi = prep_key_scales(ks_hi, kz_hi, USE_ASM)
     k_lo, k_hi = keys_i8(ku, kl, s16_lo, zz_lo, s16_hi, zz_hi, USE_ASM)
     s = tl.dot(k_lo, qt_lo)
     s = tl.dot(k_hi, qt_hi, s)  # [P, BLOCK_M] raw q·k
-    if j >= n_scored:  # the only pages some rows must not see (rows' own pages start at q_start // P)
-        s = tl.where(vis[None, :], s, float("-inf"))
+    if (jj >= n_scored) | (jj >= j1):  # rows' own pages start at q_start // P; jj >= j1: the odd page of a pair
+        s = tl.where((vis & (jj < j1))[None, :], s, float("-inf"))
     cm = tl.max(s, 0)
-    if HAS_SCORES:
-        if SCORE_RAW:  # the raw column maxima of the score rows, in cm's own layout; the merge sums the heads
-            tl.store(raw_ptr, cm, mask=raw_ok & (j < score_lim))
-        elif j < score_lim:  # n_scored in the score rows' row block, else 0
-            head_max = tl.max(tl.where(sel, cm[:, None], float("-inf")), 0)  # [BLOCK_G]
-            tl.store(score_ptr, tl.sum(tl.where(gg < G, head_max, 0.0), 0) * sm_scale)
+    if HAS_SCORES:  # the raw column maxima of the score rows, in cm's own layout; the merge sums the heads
+        tl.store(raw_ptr, cm, mask=raw_ok & (jj < score_lim) & (jj < j1))
+    return s, cm
+
+
+@triton.jit
+def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
+               vz, j, n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr,
+               USE_ASM: tl.constexpr):
+    """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
+    row's running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
+    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
+    s, cm = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis, score_lim,
+                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM)
     m_new = tl.maximum(m_r, cm)
-    if RESCALE_TH >= 0:
-        # lazy rescaling: a column's reference max moves only when its max grew by more than RESCALE_TH (log2
-        # units; p <= 2^TH stays far inside fp16/fp32), and the tile is rescaled only when some column moved.
-        # Columns that did not move get alpha = 1 exactly, so a row's result never depends on the other rows.
-        grow = (m_new - m_r) * qk_scale > RESCALE_TH
-        if tl.max(grow.to(tl.int32), 0) > 0:
-            m_use = tl.where(grow, m_new, m_r)
-            alpha = tl.exp2((m_r - m_use) * qk_scale)
-            l_t = l_t * alpha[None, :]
-            z_t = z_t * alpha[None, :]
-            at_lo = at_lo * alpha[None, :]
-            at_hi = at_hi * alpha[None, :]
-            m_r = m_use
-        p = tl.exp2(s * qk_scale - (m_r * qk_scale)[None, :])
-        vsf = vs.to(tl.float32)
-        l_t = l_t + p
-        z_t = z_t + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
-        ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
-        v_lo, v_hi = values_i8(vu, vl, USE_ASM)
-        at_lo = tl.dot(tl.trans(v_lo), ps, at_lo)  # [BLOCK_DH, BLOCK_M]
-        at_hi = tl.dot(tl.trans(v_hi), ps, at_hi)
-        m_new = m_r
-    else:  # v1: rescale every page
-        alpha = tl.exp2((m_r - m_new) * qk_scale)
-        p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
-        vsf = vs.to(tl.float32)
-        l_t = l_t * alpha[None, :] + p
-        z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
-        ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
-        v_lo, v_hi = values_i8(vu, vl, USE_ASM)
-        at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
-        at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
+    alpha = tl.exp2((m_r - m_new) * qk_scale)
+    p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
+    vsf = vs.to(tl.float32)
+    l_t = l_t * alpha[None, :] + p
+    z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
+    ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
+    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+    at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
+    at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
+    return m_new, l_t, z_t, at_lo, at_hi
+
+
+@triton.jit
+def _int8_pair(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
+               vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1, score_lim, vis_a,
+               vis_b, raw_ptr, raw_ok, G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr):
+    """``_int8_page`` for pages j (tiles ``ku``...) and j + 1 (tiles ``ku2``..., a no-op past j1) with one softmax
+    update: one running-max step and one rescale of O^T / l_t / z_t for both pages."""
+    s_a, cm_a = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis_a, score_lim,
+                             raw_ptr, raw_ok, HAS_SCORES, USE_ASM)
+    s_b, cm_b = _page_logits(qt_lo, qt_hi, ku2, kl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, j + 1, n_scored, j1, vis_b,
+                             score_lim, raw_ptr + 2 * G, raw_ok, HAS_SCORES, USE_ASM)
+    m_new = tl.maximum(m_r, tl.maximum(cm_a, cm_b))
+    alpha = tl.exp2((m_r - m_new) * qk_scale)
+    mq = (m_new * qk_scale)[None, :]
+    p_a = tl.exp2(s_a * qk_scale - mq)
+    p_b = tl.exp2(s_b * qk_scale - mq)
+    vsf = vs.to(tl.float32)
+    vsf2 = vs2.to(tl.float32)
+    l_t = l_t * alpha[None, :] + (p_a + p_b)
+    z_t = (z_t * alpha[None, :] + p_a * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
+           + p_b * (vz2.to(tl.float32) + 7.53125 * vsf2)[:, None])
+    ps_a = (p_a * vsf[:, None]).to(tl.float16)
+    ps_b = (p_b * vsf2[:, None]).to(tl.float16)
+    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+    v_lo2, v_hi2 = values_i8(vu2, vl2, USE_ASM)
+    at_lo = tl.dot(tl.trans(v_lo), ps_a, at_lo * alpha[None, :])
+    at_lo = tl.dot(tl.trans(v_lo2), ps_b, at_lo)
+    at_hi = tl.dot(tl.trans(v_hi), ps_a, at_hi * alpha[None, :])
+    at_hi = tl.dot(tl.trans(v_hi2), ps_b, at_hi)
     return m_new, l_t, z_t, at_lo, at_hi
 
 
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
-    Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, SCORES, RAW,
-    qk_scale, sm_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
+    Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, RAW,
+    qk_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
-    shk_s, shk_r, shk_n, shk_h, ssc_b, ssc_h, ssc_j, sr_b, sr_h,
+    shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_G: tl.constexpr, HAS_SCORES: tl.constexpr, SCORE_RAW: tl.constexpr, RESCALE_TH: tl.constexpr,
-    USE_ASM: tl.constexpr,
+    HAS_SCORES: tl.constexpr, PP: tl.constexpr, USE_ASM: tl.constexpr,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -282,9 +293,6 @@ def _verify_attention_kernel(
             j1 = tl.minimum(j0 + C, n_req)
             n_scored = q_start // P  # pages j < q_start // P get a score (every row sees all of them)
             score_lim = tl.where(rblk == 0, n_scored, 0)
-            gg = tl.arange(0, BLOCK_G)
-            sel = (row_ok & (slot < n_front))[:, None] & (g[:, None] == gg[None, :])  # [BLOCK_M, BLOCK_G]
-            sc_row = SCORES + b * ssc_b + h64 * ssc_h
             raw_row = RAW + b * sr_b + h64 * sr_h + r  # [BLOCK_M]: raw maxima [B, Hkv, MAXP, 2G], rows r < 2G
             raw_ok = row_ok & (slot < n_front)
             pt_row = PT + b * spt_b
@@ -296,18 +304,43 @@ def _verify_attention_kernel(
             ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
                 KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0), j0 < j1, h64,
                 s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
-            pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
-            for j in tl.range(j0, j1, num_stages=1):
-                nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                    KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
-                    n, offs_w, w_ok, DH // 4)
-                pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
-                m_r, l_t, z_t, at_lo, at_hi = _int8_page(
-                    m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, sm_scale, ku, kl, vu, vl, ks_lo, ks_hi,
-                    kz_lo, kz_hi, vs, vz, j, n_scored, score_lim, row_ok & (j < own_page), sel, gg,
-                    sc_row + j * ssc_j, raw_row + j * (2 * G), raw_ok, G, HAS_SCORES, SCORE_RAW, RESCALE_TH, USE_ASM)
-                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+            if PP == 1:
+                pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
+                for j in tl.range(j0, j1, num_stages=1):
+                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
+                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                        s_vh, n, offs_w, w_ok, DH // 4)
+                    pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
+                    m_r, l_t, z_t, at_lo, at_hi = _int8_page(
+                        m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
+                        kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
+                        raw_ok, HAS_SCORES, USE_ASM)
+                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+            else:  # two pages an iteration (j, j + 1), the next pair prefetched
+                ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = _load_page(
+                    KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0),
+                    j0 + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
+                pg_next = tl.load(pt_row + (j0 + 2) * spt_j, mask=j0 + 2 < j1, other=0)
+                pg_next2 = tl.load(pt_row + (j0 + 3) * spt_j, mask=j0 + 3 < j1, other=0)
+                for j in tl.range(j0, j1, 2, num_stages=1):
+                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
+                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 2 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                        s_vh, n, offs_w, w_ok, DH // 4)
+                    nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2 = _load_page(
+                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next2, j + 3 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                        s_vh, n, offs_w, w_ok, DH // 4)
+                    pg_next = tl.load(pt_row + (j + 4) * spt_j, mask=j + 4 < j1, other=0)
+                    pg_next2 = tl.load(pt_row + (j + 5) * spt_j, mask=j + 5 < j1, other=0)
+                    m_r, l_t, z_t, at_lo, at_hi = _int8_pair(
+                        m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
+                        kz_hi, vs, vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1,
+                        score_lim, row_ok & (j < own_page), row_ok & (j + 1 < own_page), raw_row + j * (2 * G),
+                        raw_ok, G, HAS_SCORES, USE_ASM)
+                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+                    ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = \
+                        nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2
             m = m_r * qk_scale
             l = tl.sum(l_t, 0)
             zs = tl.sum(z_t, 0)
@@ -324,9 +357,9 @@ def _verify_attention_kernel(
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, maxnreg=None, rescale_th=None, score_raw=None):
-    """See docs/CONTRACTS.md. ``maxnreg``, ``rescale_th``, ``score_raw`` (keywords, optional) override the module's
-    MAXNREG / RESCALE_TH / SCORE_RAW (dev timing of variants)."""
+                     out=None, maxnreg=None, pages_per_iter=None, num_warps=None):
+    """See docs/CONTRACTS.md. ``maxnreg``, ``pages_per_iter``, ``num_warps`` (keywords, optional) override the
+    module's MAXNREG / PAGES_PER_ITER / NUM_WARPS (dev timing of variants)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -361,7 +394,10 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert out.shape == q.shape and out.dtype == q.dtype and out.stride(3) == 1
     if B == 0:
         return out
-    C = pages_per_split(Hkv, MAXP, P, q.device)
+    nw = NUM_WARPS if num_warps is None else num_warps
+    pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
+    assert pp in (1, 2) and nw in (4, 8), (pp, nw)
+    C = pages_per_split(Hkv, MAXP, P, q.device, max(1, PROGRAMS_PER_SM * 4 // nw))
     S1 = 1 + triton.cdiv(MAXP, C)  # split 0 = ring, then page splits
     BLOCK_M = block_rows(G)
     RB = triton.cdiv(NQ * G, BLOCK_M)
@@ -369,29 +405,26 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
     pl = torch.empty_like(pm)
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
-    sc = scores if scores is not None else pm  # dummy pointer, never touched when HAS_SCORES is False
+    sc = scores if scores is not None else pm  # dummy pointer for the merge, never touched without scores
     nr = MAXNREG if maxnreg is None else maxnreg
-    th = float(RESCALE_TH if rescale_th is None else rescale_th)
-    raw_on = scores is not None and bool(SCORE_RAW if score_raw is None else score_raw)
+    raw_on = scores is not None
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
     _verify_attention_kernel[(Hkv * RB, S1, B)](
         Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
         VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
-        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, SCORES=sc, RAW=raw,
-        qk_scale=float(sm_scale) * LOG2E, sm_scale=float(sm_scale), NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
+        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
+        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
         n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
         sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
         s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
         s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
-        ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2), sr_b=raw.stride(0), sr_h=raw.stride(1),
-        G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH), BLOCK_M=BLOCK_M,
-        BLOCK_G=triton.next_power_of_2(G), HAS_SCORES=scores is not None, SCORE_RAW=raw_on, RESCALE_TH=th,
-        USE_ASM=not _interpreting(),
-        num_warps=NUM_WARPS, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
+        sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, USE_ASM=not _interpreting(),
+        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))

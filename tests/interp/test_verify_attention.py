@@ -180,14 +180,13 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
-@pytest.mark.parametrize("th,raw", [(0.0, True), (-1.0, False)])
-@pytest.mark.parametrize("case_i", [3, 9])
-def test_verify_variants(monkeypatch, th, raw, case_i):
-    """The dev-timed variants (lazy-rescale threshold 0 / rescale every page; in-loop score reduction) against the
-    reference, as the default is in test_verify_attention."""
+@pytest.mark.parametrize("pp", [2])
+@pytest.mark.parametrize("case_i", [3, 9, 13])
+def test_verify_variants(monkeypatch, pp, case_i):
+    """The dev-timed variant (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
+    of one page) against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    monkeypatch.setattr(va, "RESCALE_TH", th)
-    monkeypatch.setattr(va, "SCORE_RAW", raw)
+    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
     monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
     sm_scale = 1.0 / math.sqrt(D)
