@@ -120,7 +120,7 @@ class TopkPages(StreamingPages):
         self.smoothing = getattr(cfg, "score_smoothing", "none")
         self.beta = float(getattr(cfg, "score_ema", 0.5))
         # forced recent pages per row: at most floor(share * KCAP) (k <= KCAP), and the completed page
-        self._share = torch.tensor(self.recent_share, dtype=torch.float32, device=self.ids.device)
+        self._share = torch.full((), self.recent_share, dtype=torch.float32, device=self.ids.device)
         self.force_width = max(1, min(self.max_pages, math.floor(float(self._share) * self.kcap)))
         self.hist = self.hist_n = None
         if self.smoothing != "none":
