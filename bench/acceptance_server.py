@@ -38,6 +38,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+# Ports below Linux's ephemeral range (32768-60999 by default): the kernel never hands them out for bind(0) or
+# outgoing connections, so servers started in parallel cannot take each other's ports.
+PORT_BASE = 20000
+PORT_SPAN = 4000
+
+
+def server_ports(index: int, seed: int) -> tuple[int, int]:
+    """(HTTP port, torch.distributed port) for the ``index``-th server of one bench run (``seed``: e.g. its pid).
+
+    Why both: SGLang picks its distributed-init port with bind(0) then closes it, and with several servers starting at
+    once another one could take it (EADDRINUSE in init_process_group, seen with 4 parallel servers). Each index owns
+    two fixed ports in a block chosen by ``seed``, so concurrent bench runs are unlikely to share a block; a pair that
+    is in use anyway is skipped for the next block."""
+    for t in range(PORT_SPAN // 2):
+        base = PORT_BASE + (2 * (seed * 97 + index + 53 * t)) % PORT_SPAN
+        if _bindable(base) and _bindable(base + 1):
+            return base, base + 1
+    raise RuntimeError(f"no free port pair in {PORT_BASE}..{PORT_BASE + PORT_SPAN}")
+
+
 def make_overlay(folder: Path) -> Path:
     """``folder/sgl_spec`` -> this tree's sgl_spec/ files + kernels/ + patches/, plus the plugin's dist-info."""
     pkg = folder / "sgl_spec"
@@ -89,9 +118,11 @@ class Server:
         self.proc, self.port, self.log_path, self.startup_s = proc, port, log_path, startup_s
         self.url = f"http://127.0.0.1:{port}"
 
-    def generate(self, input_ids, max_new_tokens, timeout=1800):
-        payload = {"input_ids": list(input_ids),
-                   "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}}
+    def generate(self, input_ids, max_new_tokens, timeout=1800, custom_params=None):
+        params = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}
+        if custom_params:
+            params["custom_params"] = custom_params  # e.g. the per-request draft policy (sgl_spec/pagestudy.py)
+        payload = {"input_ids": list(input_ids), "sampling_params": params}
         req = urllib.request.Request(self.url + "/generate", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})
         try:
@@ -138,11 +169,14 @@ def _kill_group(proc, grace=15.0):
 
 
 @contextlib.contextmanager
-def launch(device, model, args, log_dir, timeout=600, **kw):
-    """Start a server with ``args``, wait until it serves, yield a Server, then kill its process group."""
+def launch(device, model, args, log_dir, timeout=600, ports=None, **kw):
+    """Start a server with ``args``, wait until it serves, yield a Server, then kill its process group.
+
+    ``ports``: (HTTP, torch.distributed) from ``server_ports`` when servers start in parallel; default: free ports."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port, nccl_port = ports or server_ports(0, os.getpid())
+    args = [*args, "--nccl-port", nccl_port]
     log_path = log_dir / f"server-{port}.log"
     cmd, env = command_and_env(device, model, port, args, **kw)
     t0 = time.monotonic()

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Acceptance study: how well does each draft page policy predict the target, per γ? (issue 4)
 
-For every configuration (draft policy × page ratio × γ) one real SGLang server is started with
-``--spec-algo quantspec`` on pycode-30m and serves every prompt of bench/data/acceptance_prompts.json (20 starts of
+For every configuration (draft policy × page ratio × γ) a real SGLang server with ``--spec-algo quantspec`` on
+pycode-30m serves every prompt of bench/data/acceptance_prompts.json (20 starts of
 long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-tokens`` each. From the responses'
 ``meta_info`` (all prompts of a configuration pooled):
 
@@ -13,25 +13,28 @@ long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-to
          pos[i] = P(draft i accepted | drafts 1…i-1 accepted) = Σ_{n≥i} h[n] / Σ_{n≥i-1} h[n]
          reach[i] = P(n ≥ i)
 
-Policies: dense (--quantspec-dense-draft: every page, upper 4-bit plane), topk (Collect-2-Query), streaming (sinks +
-newest pages), topk-last (the last accepted token's scores); all sparse ones get the same budget per layer,
-k = min(n, max(--min-pages, ceil(ratio·n))) of the n complete pages, sink pages included (sgl_spec/pagetable.py).
-Every configuration is lossless, so greedy outputs must agree across configurations (bit-exact on the fp32 CPU
-smoke run; on bf16 GPUs a near-tie can flip when γ changes the verify's summation order): reported, not enforced.
+Policies: dense (--quantspec-dense-draft: every page, upper 4-bit plane), streaming (sinks + newest pages), topk
+(Collect-2-Query) with options topk[+r<share>][+ema<β>|+max] (recent pages, score smoothing), topk-last (the last
+accepted token's scores); all sparse ones get the same budget per layer, k = min(n, max(--min-pages, ceil(ratio·n)))
+of the n complete pages, sink pages included (sgl_spec/pagetable.py). Every configuration is lossless, so greedy
+outputs must agree across configurations (bit-exact on the fp32 CPU smoke run; on bf16 GPUs a near-tie can flip
+when γ or the batch changes the summation order): reported, not enforced.
+
+Servers: with --per-request (default) one server per γ runs every streaming/topk* configuration, each request
+naming its policy and ratio (sgl_spec/pagestudy.py); dense and topk-last get a server each. A launch costs ~60 s on
+the H100 (measured: 55-65 s with 4 at once) against ~10-15 s of decoding per configuration, so this is what makes
+the select grid (8 policies x 3 ratios x 4 γ) fit one command. Parallel servers get fixed ports below the ephemeral
+range (acceptance_server.server_ports: SGLang's own distributed port pick raced, EADDRINUSE).
 
   python3 bench/bench_acceptance.py --device cuda --model .devmodel/pycode-30m --out $OUT/acceptance.json
-  python3 bench/bench_acceptance.py --device cuda --grid full --gammas 2,4 ...   # full grid, first half; then
-  python3 bench/bench_acceptance.py --device cuda --grid full --gammas 6,8 --merge ...
-  python bench/bench_acceptance.py --smoke                        # CPU, 2 prompts x 600 tokens, 2 configs, ~2 min
+  python3 bench/bench_acceptance.py --device cuda --grid select --out $OUT/acceptance_select.json
+  python3 bench/bench_acceptance.py --device cuda --grid full --no-per-request --gammas 2,4 ...  # old way, 2 halves
+  python bench/bench_acceptance.py --smoke                        # CPU, 2 prompts x 600 tokens, 2 servers, ~3 min
 
-GPU time (H100, estimated, not measured): one launch = 20-40 s startup (no decode CUDA graphs) + ~5-15 s of work
-(20 prompts = 195k prefill tokens through the pure-torch prefill, a few hundred ms per 15k prompt; 20 x 128 tokens
-in batches of 8, γ+1 eager forwards of a few ms per round) + a few s shutdown, ≈ 40-55 s; the first launch of each
-γ adds Triton JIT time (~20-60 s, then cached). Serial: quick grid (20 configs) ≈ 15 min, full grid (32) ≈ 25 min.
-With --parallel 4 (default on cuda: 4 servers share the GPU, each with a fixed small KV pool): quick ≈ 5-7 min,
-full ≈ 9-11 min, so the full grid runs as two commands (--gammas 2,4, then --gammas 6,8 --merge).
---time-budget-s (480 on cuda) starts no configuration later than that, so a command ends within the 10-minute
-device limit even if the estimate is off; finished rows are written after every configuration.
+GPU time (H100, estimated, not measured with --per-request): select grid = 8 launches (4 per-request servers of
+21 configurations x 20 prompts at concurrency 32, 4 dense) at --parallel 4: 2 waves of ~60 s startup + decoding
+(a per-request server: 420 requests of 128 tokens, ~1-3 min), so ~4-7 min; quick grid ≈ 3-4 min.
+--time-budget-s (480 on cuda) starts no launch later than that; finished rows are written after every launch.
 
 Output: one printed line per configuration; bench/results/acceptance.json (device, versions, command, rows; with
 --merge, rows of other configurations already in the file are kept) and acceptance.png (bench/plot_acceptance.py).
@@ -52,6 +55,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import acceptance_server as srvlib  # noqa: E402
+from acceptance_grid import (LABEL_KEY, SELECT_POLICIES, grid, jobs, label,  # noqa: E402,F401
+                             policy_flags)
 import prompts as prompt_set  # noqa: E402
 
 REPO = srvlib.REPO
@@ -71,10 +76,17 @@ def parse_args(argv=None):
     ap.add_argument("--model", type=Path, default=None, help="default <repo>/models/pycode-30m, else "
                     "<repo>/../shared/models/pycode-30m")
     ap.add_argument("--device", choices=["cuda", "cpu"], default=None, help="default: cpu with --smoke, else cuda")
-    ap.add_argument("--grid", choices=["quick", "full"], default="quick", help=(
+    ap.add_argument("--grid", choices=["quick", "full", "select"], default="quick", help=(
         "quick (default, 20 configs): γ=4 with every policy and ratio, plus γ=2,6,8 with dense and each sparse "
-        "policy at the middle ratio; full (32): every policy × ratio × γ (topk-last at --last-ratios)"))
-    ap.add_argument("--policies", type=lambda s: s.split(","), default=["dense", "topk", "streaming", "topk-last"])
+        "policy at the middle ratio; full (32): every policy × ratio × γ (topk-last at --last-ratios); select: "
+        "every --policies entry (default SELECT_POLICIES: streaming and topk variants) × ratio × γ, dense per γ"))
+    ap.add_argument("--policies", type=lambda s: s.split(","), default=None, help=(
+        "dense, topk-last, streaming, or topk[+r<share>][+ema<β>|+max] (recent share, score smoothing: "
+        "sgl_spec/pagetable.py); default: dense,topk,streaming,topk-last (select grid: SELECT_POLICIES)"))
+    ap.add_argument("--per-request", action=argparse.BooleanOptionalAction, default=True, help=(
+        "one server per γ serves every streaming/topk* configuration, each request naming its policy and ratio "
+        "(--quantspec-draft-pages per-request, sgl_spec/pagestudy.py); dense and topk-last get servers of their "
+        "own. --no-per-request: one server per configuration (default: per-request)"))
     ap.add_argument("--ratios", type=floats, default=[0.03, 0.07, 0.15], help="topk and streaming budgets")
     ap.add_argument("--last-ratios", type=floats, default=[0.07], help="topk-last budgets")
     ap.add_argument("--gammas", type=ints, default=[2, 4, 6, 8])
@@ -85,8 +97,8 @@ def parse_args(argv=None):
     ap.add_argument("--num-prompts", type=int, default=None, help="first N prompts (default all)")
     ap.add_argument("--cut", type=int, default=None, help="cut every prompt to this many tokens")
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--concurrency", type=int, default=None, help="requests in flight per server (default 8; "
-                    "CPU 2): acceptance is per request, batching only saves time")
+    ap.add_argument("--concurrency", type=int, default=None, help="requests in flight per server (default 8, "
+                    "32 for a per-request server; CPU 2): acceptance is per request, batching only saves time")
     ap.add_argument("--parallel", type=int, default=None, help="servers running at once (default 4 on cuda, "
                     "2 for --smoke, else 1)")
     ap.add_argument("--cuda-graph", action="store_true", help="keep SGLang's decode CUDA graphs (slower startup)")
@@ -101,14 +113,16 @@ def parse_args(argv=None):
                     "--smoke: /tmp/sgl_spec_acceptance/acceptance.json)")
     ap.add_argument("--merge", action="store_true", help="keep rows of other configurations already in --out")
     ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="CPU: 2 prompts cut to 600 tokens, 16 new tokens, 2 configs")
+    ap.add_argument("--smoke", action="store_true", help="CPU: 2 prompts cut to 600 tokens, 16 new tokens, 3 configs")
     a = ap.parse_args(argv)
     a.device = a.device or ("cpu" if a.smoke else "cuda")
     if a.smoke:
         a.num_prompts, a.cut, a.max_new_tokens = a.num_prompts or 2, a.cut or 600, 16
     a.model = a.model or next((p for p in (REPO / "models" / "pycode-30m", REPO.parent / "shared" / "models" /
                                            "pycode-30m") if p.is_dir()), REPO / "models" / "pycode-30m")
+    a.shared_concurrency = a.concurrency or (4 if a.device == "cpu" else 32)  # a per-request server
     a.concurrency = a.concurrency or (2 if a.device == "cpu" else 8)
+    a.policies = a.policies or (SELECT_POLICIES if a.grid == "select" else ["dense", "topk", "streaming", "topk-last"])
     # Servers at once: startup is mostly single-threaded Python and waiting, and the model is tiny (GPU: 4; the
     # 2-config CPU smoke: 2, ~20 s less on 2 cores; other CPU runs: 1).
     a.parallel = a.parallel or (4 if a.device == "cuda" else 2 if a.smoke else 1)
@@ -117,46 +131,29 @@ def parse_args(argv=None):
         a.time_budget_s = 480  # + one last wave of ~1 min stays under the GPU machine's 10 minutes per command
     a.out = a.out or (Path("/tmp/sgl_spec_acceptance/acceptance.json") if a.smoke
                       else REPO / "bench" / "results" / "acceptance.json")
-    bad = set(a.policies) - {"dense", "topk", "streaming", "topk-last"}
+    bad = [p for p in a.policies if policy_flags(p) is None]
     if bad:
-        ap.error(f"unknown --policies {sorted(bad)}")
+        ap.error(f"unknown --policies {bad}")
     return a
 
 
-def grid(a) -> list[dict]:
-    """Configurations: dicts with policy, ratio (None for dense) and gamma, in run order."""
-    def cfgs(policy, gamma, ratios):
-        if policy not in a.policies or gamma not in a.gammas:
-            return []
-        if policy == "dense":
-            return [dict(policy="dense", ratio=None, gamma=gamma)]
-        return [dict(policy=policy, ratio=r, gamma=gamma) for r in ratios]
-
-    if a.smoke:
-        return [dict(policy="topk-last", ratio=0.07, gamma=4), dict(policy="streaming", ratio=0.07, gamma=2)]
-    out = []
-    for g in a.gammas:
-        full = a.grid == "full" or g == 4
-        mid = [a.ratios[len(a.ratios) // 2]] if a.ratios else []
-        out += cfgs("dense", g, [])
-        out += cfgs("topk", g, a.ratios if full else mid)
-        out += cfgs("streaming", g, a.ratios if full else mid)
-        out += cfgs("topk-last", g, a.last_ratios if full else a.last_ratios[:1])
-    return out
-
-
-def server_args(a, cfg, max_prompt) -> list[str]:
+def server_args(a, cfg, max_prompt, shared=False) -> list[str]:
+    """A server for ``cfg``; ``shared``: the per-request server of cfg's γ (requests name policy and ratio)."""
     args = ["--page-size", a.page_size, "--spec-algo", "quantspec", "--speculative-num-steps", cfg["gamma"],
             "--quantspec-speculate", "always"]  # acceptance of every round: no auto-off plain steps
-    if cfg["policy"] == "dense":
-        args += ["--quantspec-dense-draft"]
+    flags = ["--quantspec-draft-pages", "per-request"] if shared else policy_flags(cfg["policy"])
+    if cfg["policy"] == "dense" and not shared:
+        args += flags
     else:
-        args += ["--quantspec-draft-pages", cfg["policy"], "--quantspec-topk-ratio", cfg["ratio"],
-                 "--quantspec-min-pages", a.min_pages, "--quantspec-sink-pages", a.sink_pages]
+        args += [*flags[:2], "--quantspec-topk-ratio", cfg["ratio"], "--quantspec-min-pages", a.min_pages,
+                 "--quantspec-sink-pages", a.sink_pages, *flags[2:]]
     per_req = -(-(max_prompt + a.max_new_tokens + 2 * a.page_size) // a.page_size) * a.page_size
     # A fixed KV pool: several servers share the GPU, and SGLang would otherwise give the first one almost all of it.
-    args += ["--max-total-tokens", max(4096, a.concurrency * per_req), "--context-length", max_prompt +
+    conc = a.shared_concurrency if shared else a.concurrency
+    args += ["--max-total-tokens", max(4096, conc * per_req), "--context-length", max_prompt +
              a.max_new_tokens + 2 * a.page_size]
+    if shared:
+        args += ["--max-running-requests", conc + 2]  # the default (128) would work too; slots cost ring memory
     if a.device == "cpu":
         args += ["--dtype", "float32"]  # exact comparisons across configurations; bf16 matmuls are slow on CPU
     elif not a.cuda_graph:
@@ -184,28 +181,38 @@ def metrics(results, gamma) -> dict:
                 correct_drafts=correct, proposed_drafts=proposed)
 
 
-def run_config(a, cfg, prompts, log_dir) -> dict:
+def run_job(a, job, index, prompts, log_dir) -> list[dict]:
     t0 = time.monotonic()
-    args = server_args(a, cfg, max(len(p["input_ids"]) for p in prompts))
+    shared, configs = job["shared"], job["configs"]
+    args = server_args(a, configs[0], max(len(p["input_ids"]) for p in prompts), shared=shared)
     kw = {} if a.device == "cpu" else dict(python=a.python, site=a.site, overlay=a.overlay)
-    with srvlib.launch(a.device, a.model, args, log_dir, timeout=a.startup_timeout_s, **kw) as srv:
+    # Policy-major order: a prompt's later requests find its prefix in the radix cache (prefill once per prompt).
+    work = [(c, p) for c in configs for p in prompts]
+    with srvlib.launch(a.device, a.model, args, log_dir, timeout=a.startup_timeout_s,
+                       ports=srvlib.server_ports(index, os.getpid()), **kw) as srv:
         t1 = time.monotonic()
-        with ThreadPoolExecutor(a.concurrency) as ex:
-            res = list(ex.map(lambda p: srv.generate(p["input_ids"], a.max_new_tokens), prompts))
+        with ThreadPoolExecutor(a.shared_concurrency if shared else a.concurrency) as ex:
+            res = list(ex.map(lambda w: srv.generate(w[1]["input_ids"], a.max_new_tokens, custom_params=(
+                {LABEL_KEY: label(w[0])} if shared else None)), work))
         t2 = time.monotonic()
-    row = dict(cfg, min_pages=a.min_pages if cfg["policy"] != "dense" else None,
-               sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
-               max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
-               prompt_tokens=[len(p["input_ids"]) for p in prompts], **metrics(res, cfg["gamma"]),
-               startup_s=round(srv.startup_s, 1), generate_s=round(t2 - t1, 1), total_s=round(time.monotonic() - t0, 1),
-               server_args=args)
-    row["per_prompt"] = [dict(source=p["source"], n_tokens=len(p["input_ids"]),
-                              output_sha1=hashlib.sha1(json.dumps(r["output_ids"]).encode()).hexdigest()[:16],
-                              **{k: r["meta_info"].get(k) for k in ("completion_tokens", "spec_verify_ct",
-                                                                     "spec_num_correct_drafts",
-                                                                     "spec_correct_drafts_histogram")})
-                         for p, r in zip(prompts, res)]
-    return row
+    rows = []
+    for i, cfg in enumerate(configs):
+        got = res[i * len(prompts):(i + 1) * len(prompts)]
+        row = dict(cfg, min_pages=a.min_pages if cfg["policy"] != "dense" else None,
+                   sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
+                   max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
+                   prompt_tokens=[len(p["input_ids"]) for p in prompts], **metrics(got, cfg["gamma"]),
+                   server="per-request" if shared else "own", configs_in_server=len(configs),
+                   startup_s=round(srv.startup_s, 1), generate_s=round(t2 - t1, 1),
+                   total_s=round(time.monotonic() - t0, 1), server_args=args)
+        row["per_prompt"] = [dict(source=p["source"], n_tokens=len(p["input_ids"]),
+                                  output_sha1=hashlib.sha1(json.dumps(r["output_ids"]).encode()).hexdigest()[:16],
+                                  **{k: r["meta_info"].get(k) for k in ("completion_tokens", "spec_verify_ct",
+                                                                         "spec_num_correct_drafts",
+                                                                         "spec_correct_drafts_histogram")})
+                             for p, r in zip(prompts, got)]
+        rows.append(row)
+    return rows
 
 
 def describe(row) -> str:
@@ -286,24 +293,31 @@ def main(argv=None):
     info = environment(a)
     log(f"[acceptance] {info.get('device')} {info.get('versions')}")
     rows, failed = [], []
+    todo = jobs(a, configs)
+    log(f"[acceptance] {len(todo)} server launch(es): {sum(j['shared'] for j in todo)} per-request (one per γ), "
+        f"{sum(not j['shared'] for j in todo)} single-configuration")
 
-    def one(cfg):
+    def one(index, job):
         if a.time_budget_s is not None and time.monotonic() - T0 > a.time_budget_s:
-            failed.append(dict(cfg, error="skipped: --time-budget-s"))
+            failed.extend(dict(cfg, error="skipped: --time-budget-s") for cfg in job["configs"])
             return
         try:
-            row = run_config(a, cfg, prompts, log_dir)
+            got = run_job(a, job, index, prompts, log_dir)
         except Exception as e:  # one broken configuration must not lose the others
-            failed.append(dict(cfg, error=f"{type(e).__name__}: {str(e)[-3000:]}"))
-            log(f"[acceptance] FAILED {cfg}: {type(e).__name__}: {str(e)[-1500:]}")
+            failed.extend(dict(cfg, error=f"{type(e).__name__}: {str(e)[-3000:]}") for cfg in job["configs"])
+            log(f"[acceptance] FAILED γ={job['gamma']} {[label(c) for c in job['configs']]}: {type(e).__name__}: "
+                f"{str(e)[-1500:]}")
             return
         with _LOCK:
-            rows.append(row)
+            rows.extend(got)
             write(a, info, rows)
-        log(describe(row))
+        for row in got:
+            log(describe(row))
 
+    # Longest jobs first (a per-request server serves many configurations), so the last wave is short.
+    order = sorted(range(len(todo)), key=lambda i: -len(todo[i]["configs"]))
     with ThreadPoolExecutor(a.parallel) as ex:
-        list(ex.map(one, configs))
+        list(ex.map(lambda i: one(i, todo[i]), order))
     doc = write(a, dict(info, failed=failed), rows)
     ag = doc["outputs"]
     log(f"[acceptance] {len(rows)}/{len(configs)} configurations in {time.monotonic() - T0:.0f}s; greedy outputs "

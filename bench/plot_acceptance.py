@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 COLORS = {"dense": "black", "topk": "tab:blue", "topk-last": "tab:green", "streaming": "tab:orange"}
+EXTRA = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "gray"]  # topk+... variants
 STYLES = ["-", "--", ":", "-."]
 
 
@@ -39,11 +40,13 @@ def plot(json_path, png_path=None) -> str:
     if not lines:
         return f"nothing to plot in {json_path}"
     ratios = sorted({k[1] for k in lines if k[1] is not None})
+    others = sorted({k[0] for k in lines if k[0] not in COLORS})
+    color = lambda pol: COLORS.get(pol) or EXTRA[others.index(pol) % len(EXTRA)]  # noqa: E731
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
     gmax = max(r["gamma"] for rs in lines.values() for r in rs)
     for (policy, ratio), rs in lines.items():
         label = policy if ratio is None else f"{policy} {ratio * 100:g}%"
-        style = dict(color=COLORS.get(policy, "gray"), marker="o", ms=4,
+        style = dict(color=color(policy), marker="o", ms=4,
                      ls="-" if ratio is None else STYLES[ratios.index(ratio) % len(STYLES)])
         g = [r["gamma"] for r in rs]
         axes[0].plot(g, [r["alpha"] for r in rs], label=label, **style)

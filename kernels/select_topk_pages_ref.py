@@ -19,7 +19,8 @@ def page_counts(num_eligible, n_max: int, ratio: float, min_pages: int, sink_pag
     """(n, number of sink pages chosen, k) per request, int64 [B] each (the rule in the module docstring)."""
     n = num_eligible.long().clamp(0, n_max)
     sinks = n.clamp(max=sink_pages)
-    by_ratio = torch.ceil(torch.tensor(ratio, dtype=torch.float32, device=n.device) * n.float())
+    # torch.full, not torch.tensor: no host-to-device copy, so policies calling this can run inside a CUDA graph
+    by_ratio = torch.ceil(torch.full((), ratio, dtype=torch.float32, device=n.device) * n.float())
     k = torch.minimum(by_ratio, n.float()).long().clamp(min=min_pages)
     k = torch.minimum(k, n)
     k = torch.maximum(k, sinks).clamp(max=kcap)

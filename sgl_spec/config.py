@@ -34,9 +34,11 @@ DEFAULT_NUM_DRAFT_STEPS = 4
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
 # Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
-DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last")
+DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request")
 # When the worker speculates (sgl_spec/autooff.py).
 SPECULATE_CHOICES = ("auto", "always", "never")
+# How score-driven policies combine the scores of successive verifies (sgl_spec/pagetable.py).
+SCORE_SMOOTHING = ("none", "ema", "max")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -54,7 +56,9 @@ FLAGS: dict[str, tuple[Any, dict]] = {
     "quantspec_draft_pages": ("topk", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
         "scores (first draft row + bonus row), 'topk-last' by the score of the last accepted token only, "
-        "'streaming' the sink pages + the most recent pages (no scores). Default: topk."))),
+        "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
+        "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
+        "Default: topk."))),
     "quantspec_speculate": ("auto", dict(choices=SPECULATE_CHOICES, help=(
         "quantspec: 'auto' speculates only where the cost model (measured step times on this server, α from the "
         "accept lengths) predicts a speedup over a plain INT8 decode step, and takes plain steps elsewhere; "
@@ -63,6 +67,16 @@ FLAGS: dict[str, tuple[Any, dict]] = {
     "quantspec_cost_model": (None, dict(help=(
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),
+    "quantspec_recent_share": (0.0, dict(type=float, help=(
+        "quantspec draft, score-driven pages (topk, topk-last): this share of the non-sink budget (k - sinks) goes "
+        "to the newest complete pages (floor(share*(k - sinks)) pages), the rest to the best-scored pages. "
+        "Default: 0."))),
+    "quantspec_score_smoothing": ("none", dict(choices=SCORE_SMOOTHING, help=(
+        "quantspec draft, score-driven pages: rank pages by this verify's scores ('none'), by an exponential moving "
+        "average over rounds ('ema', weight --quantspec-score-ema on the history), or by the max of this and the "
+        "previous verify's scores ('max'). Default: none."))),
+    "quantspec_score_ema": (0.5, dict(type=float, help=(
+        "quantspec draft: weight of the history in --quantspec-score-smoothing ema, in [0, 1). Default: 0.5."))),
 }
 
 
@@ -79,6 +93,9 @@ class QuantSpecConfig:
     draft_pages: str = "topk"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
     speculate: str = "auto"  # one of SPECULATE_CHOICES
     cost_model: Optional[str] = None  # path of a fitted CostModel JSON (auto mode's prior)
+    recent_share: float = 0.0  # score-driven policies: share of k - sinks given to the newest pages
+    score_smoothing: str = "none"  # one of SCORE_SMOOTHING
+    score_ema: float = 0.5  # history weight of the "ema" smoothing
 
     @property
     def num_verify_tokens(self) -> int:
@@ -95,6 +112,10 @@ class QuantSpecConfig:
         draft = "dense" if self.dense_draft else (
             f"{self.draft_pages} pages, ratio {self.topk_ratio}, min {self.min_pages} pages, "
             f"{self.sink_pages} sink page(s)")
+        if not self.dense_draft and self.draft_pages != "streaming":
+            draft += f", recent share {self.recent_share}, score smoothing {self.score_smoothing}"
+            if self.score_smoothing == "ema":
+                draft += f" (history weight {self.score_ema})"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
                 f"speculate: {self.speculate}")
 
@@ -147,8 +168,9 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
         topk_ratio=float(opts["quantspec_topk_ratio"]), min_pages=int(opts["quantspec_min_pages"]),
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
-        draft_pages=str(opts["quantspec_draft_pages"]), speculate=str(opts["quantspec_speculate"]),
-        cost_model=opts["quantspec_cost_model"],
+        draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
+        score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
+        speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
     logger.info("%s", cfg.describe())
@@ -276,6 +298,18 @@ def _check_draft_options(opts: dict, given: dict) -> None:
         raise ValueError(f"--quantspec-min-pages must be >= 1, got {opts['quantspec_min_pages']}")
     if int(opts["quantspec_sink_pages"]) < 0:
         raise ValueError(f"--quantspec-sink-pages must be >= 0, got {opts['quantspec_sink_pages']}")
+    scored = ("quantspec_recent_share", "quantspec_score_smoothing", "quantspec_score_ema")
+    if (opts["quantspec_dense_draft"] or opts["quantspec_draft_pages"] == "streaming") and set(scored) & set(given):
+        flag = "--" + next(k for k in scored if k in given).replace("_", "-")
+        raise ValueError(f"{flag} tunes the score-driven draft pages (topk, topk-last); it does not apply with "
+                         "--quantspec-dense-draft or --quantspec-draft-pages streaming")
+    if opts["quantspec_score_smoothing"] not in SCORE_SMOOTHING:
+        raise ValueError(f"--quantspec-score-smoothing must be one of {', '.join(SCORE_SMOOTHING)}, "
+                         f"got {opts['quantspec_score_smoothing']}")
+    if not 0.0 <= float(opts["quantspec_recent_share"]) <= 1.0:
+        raise ValueError(f"--quantspec-recent-share must be in [0, 1], got {opts['quantspec_recent_share']}")
+    if not 0.0 <= float(opts["quantspec_score_ema"]) < 1.0:
+        raise ValueError(f"--quantspec-score-ema must be in [0, 1), got {opts['quantspec_score_ema']}")
 
 
 def _configure_runtime(server_args) -> None:

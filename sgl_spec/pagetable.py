@@ -14,6 +14,8 @@ with like:
   scores row n of each request with ``verify_attention`` on that single row at its true position (one-row window:
   score rows (0, 0)). One extra attention pass per layer and round: a study policy, not a fast path.
 * ``streaming`` (StreamingLLM): the sink pages and the most recent pages. No scores: the verify skips them.
+* ``per-request``: each request names one of the above (topk with its options, or streaming) and its ratio; a
+  mode for the acceptance study (sgl_spec/pagestudy.py).
 * dense (``--quantspec-dense-draft``): ``backend.draft_mode(window_start)`` without a page list (``DensePages``).
 
 Selections are kept per request slot (``backend.page_scores`` is indexed by batch row and overwritten by the next
@@ -27,6 +29,7 @@ import torch
 
 from sgl_spec import ops
 from sgl_spec.kernels.select_topk_pages_ref import page_counts
+from sgl_spec.pagestudy import PerRequestPages
 
 
 class DensePages:
@@ -96,10 +99,39 @@ class TopkPages(StreamingPages):
 
     The selection for the next round uses ``num_eligible = new_seq_len // P`` (the pages before the next round's hot
     page). The verify scored pages ``< window_start // P`` only; the one page the window itself completed (if any)
-    has no score and is always taken (score +inf): it is the most recent context, the one a draft needs most."""
+    has no score and is always taken (score +inf): it is the most recent context, the one a draft needs most.
+
+    Two options (same budget k, still ``select_topk_pages``' rule, sinks included):
+
+    * ``recent_share`` (``--quantspec-recent-share``): the newest ``r = floor(share·(k - sinks))`` complete pages are
+      forced in (+inf, like the completed page, which is the newest of them), the other ``k - sinks - r`` are the
+      best-scored. Local context is what a code model attends to most steadily; the scores then only pick the
+      long-range pages.
+    * ``score_smoothing`` (``--quantspec-score-smoothing``): rank by a per-slot history of the head-summed scores,
+      ``ema``: ``β·history + (1-β)·this verify`` (β = ``--quantspec-score-ema``), or ``max``: the max of this and the
+      previous verify's scores, so a page that mattered a round ago is not dropped on one noisy round. Pages the
+      previous verify did not score (new pages; every page of a request's first verify) use this verify's score.
+      The history lives per request slot ([L, slots, MAXP] fp32, reset on a slot's first round after prefill)."""
+
+    def __init__(self, backend):
+        super().__init__(backend)
+        cfg = backend.cfg
+        self.recent_share = float(getattr(cfg, "recent_share", 0.0))
+        self.smoothing = getattr(cfg, "score_smoothing", "none")
+        self.beta = float(getattr(cfg, "score_ema", 0.5))
+        # forced recent pages per row: at most floor(share * KCAP) (k <= KCAP), and the completed page
+        self._share = torch.full((), self.recent_share, dtype=torch.float32, device=self.ids.device)
+        self.force_width = max(1, min(self.max_pages, math.floor(float(self._share) * self.kcap)))
+        self.hist = self.hist_n = None
+        if self.smoothing != "none":
+            slots, dev = self.ids.shape[1], self.ids.device
+            self.hist = torch.zeros((self.num_layers, slots, self.max_pages), dtype=torch.float32, device=dev)
+            self.hist_n = torch.zeros((slots,), dtype=torch.int64, device=dev)  # scored pages held in hist
 
     def for_round(self, req_pool_indices, window_start, has_pages):
         rpi = req_pool_indices.long()
+        if self.hist_n is not None:  # a request's first round: its slot's history belongs to an earlier request
+            self.hist_n[rpi] = torch.where(has_pages, self.hist_n[rpi], torch.zeros_like(self.hist_n[rpi]))
         recent, k = self.recent(rpi, window_start)  # not verified yet (first round after prefill)
         ids = torch.where(has_pages.view(1, -1, 1), self.ids[:, rpi], recent)
         count = torch.where(has_pages.view(1, -1), self.count[:, rpi], k)
@@ -109,17 +141,43 @@ class TopkPages(StreamingPages):
         """Page scores [L, B, Hkv, MAXP] of this verify's batch rows (the verify wrote them already)."""
         return self.backend.page_scores[:, : req_pool_indices.shape[0]]
 
+    def _smooth(self, scores, rpi, j):
+        """[L, B, 1, MAXP]: the head-summed scores of pages < j (this verify's), combined with the slot's history."""
+        total = scores.sum(dim=2)  # [L, B, MAXP]; entries >= j are stale and never selected (forced or ineligible)
+        prev, prev_n = self.hist[:, rpi], self.hist_n[rpi]
+        old = (torch.arange(total.shape[-1], device=rpi.device) < prev_n.unsqueeze(1)).unsqueeze(0)  # [1, B, MAXP]
+        if self.smoothing == "ema":
+            mixed = torch.where(old, self.beta * prev + (1.0 - self.beta) * total, total)
+            self.hist[:, rpi] = mixed
+        else:  # max of two verifies: the history is the previous verify's own scores
+            mixed = torch.where(old, torch.maximum(prev, total), total)
+            self.hist[:, rpi] = total
+        self.hist_n[rpi] = j
+        return mixed.unsqueeze(2)
+
     def after_verify(self, req_pool_indices, window_start, new_seq_lens):
         B = req_pool_indices.shape[0]
         rpi = req_pool_indices.long()
         scores = self._score(req_pool_indices, window_start, new_seq_lens)
-        rows = torch.arange(B, device=rpi.device)
         j = torch.div(window_start, self.P, rounding_mode="floor").long()
-        n_next = torch.div(new_seq_lens, self.P, rounding_mode="floor")
-        jj = j.clamp(max=self.max_pages - 1)
-        cur = scores[:, rows, :, jj]  # [B, L, Hkv] (advanced indices split by a slice come first)
-        scores[:, rows, :, jj] = torch.where((n_next > j).view(B, 1, 1), torch.full_like(cur, float("inf")), cur)
-        L = scores.shape[0]
+        n_next = torch.div(new_seq_lens, self.P, rounding_mode="floor").long()
+        if self.hist is not None:
+            scores = self._smooth(scores, rpi, j)
+        _, sinks, k = page_counts(n_next, self.max_pages, self.ratio, self.min_pages, self.sink_pages, self.kcap)
+        r = torch.floor(self._share * (k - sinks).float()).long()
+        forced = torch.maximum(r, (n_next > j).long())  # the completed page (if any) is page n_next - 1
+        # Forced pages n_next-1, n_next-2, … get +inf in every head (the stale heads of the completed page may hold
+        # anything). A gather/scatter of the static width W touches W pages per row, not all MAXP; slots past a
+        # row's `forced` rewrite slot 0's page with slot 0's value, so duplicate indices always agree.
+        w = torch.arange(self.force_width, device=rpi.device)
+        on = w.unsqueeze(0) < forced.unsqueeze(1)  # [B, W]
+        idx = torch.where(on, n_next.unsqueeze(1) - 1 - w, (n_next - 1).unsqueeze(1)).clamp(0, self.max_pages - 1)
+        L, _, H, _ = scores.shape
+        idx4 = idx.view(1, B, 1, -1).expand(L, B, H, -1)
+        cur = scores.gather(-1, idx4)
+        first = on[:, :1].view(1, B, 1, 1)
+        val = torch.where(on.view(1, B, 1, -1) | first, torch.full_like(cur, float("inf")), cur[..., :1])
+        scores.scatter_(-1, idx4, val)
         ids, count = ops.select_topk_pages(
             scores, n_next, self.backend.page_table(rpi), self.ratio, self.min_pages, self.sink_pages,
             out_ids=torch.empty((L, B, self.kcap), dtype=torch.int32, device=rpi.device),
@@ -155,7 +213,8 @@ class TopkLastPages(TopkPages):
         return scores
 
 
-POLICIES = {"topk": TopkPages, "topk-last": TopkLastPages, "streaming": StreamingPages}
+POLICIES = {"topk": TopkPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
+            "per-request": PerRequestPages}
 
 
 def draft_pages(backend) -> "DensePages | StreamingPages":

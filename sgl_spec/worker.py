@@ -214,6 +214,8 @@ class QuantSpecWorker(BaseSpecWorker):
             return contextlib.nullcontext()
         if self._pages is None:
             self._pages = pagetable.draft_pages(backend)
+        if getattr(self._pages, "per_request", False):  # --quantspec-draft-pages per-request (acceptance study)
+            self._pages.assign(batch.reqs)
         page_ids, num_pages = self._pages.for_round(batch.req_pool_indices, window_start, has_pages)
         return backend.draft_mode(window_start, page_ids, num_pages)
 

@@ -1,5 +1,5 @@
 """The acceptance study tool (bench/bench_acceptance.py, bench/prompts.py): its grid, its metrics, the committed
-prompt set, and the --smoke run end to end on CPU (two real servers, ~2 min on 2 cores)."""
+prompt set, and the --smoke run end to end on CPU (two real servers, one of them per-request, ~3 min on 2 cores)."""
 import hashlib
 import json
 import os
@@ -29,6 +29,40 @@ def test_grids():
             [("dense", None, g), ("topk", 0.07, g), ("streaming", 0.07, g), ("topk-last", 0.07, g)])
     half = ba.grid(ba.parse_args(["--device", "cpu", "--grid", "full", "--gammas", "2,4", "--policies", "topk"]))
     assert [key(c) for c in half] == [("topk", r, g) for g in (2, 4) for r in (0.03, 0.07, 0.15)]
+
+
+def test_select_grid_and_per_request_servers():
+    a = ba.parse_args(["--device", "cuda", "--grid", "select"])
+    cfgs = ba.grid(a)
+    sparse = [p for p in ba.SELECT_POLICIES if p != "dense"]
+    assert len(cfgs) == 4 * (1 + 3 * len(sparse))  # dense + every sparse policy x 3 ratios, per γ
+    todo = ba.jobs(a, cfgs)
+    shared = [j for j in todo if j["shared"]]
+    assert [j["gamma"] for j in shared] == [2, 4, 6, 8] and all(len(j["configs"]) == 3 * len(sparse) for j in shared)
+    assert sorted(j["configs"][0]["policy"] for j in todo if not j["shared"]) == ["dense"] * 4
+    args = ba.server_args(a, shared[1]["configs"][0], 15360, shared=True)
+    i = args.index("--quantspec-draft-pages")
+    assert args[i + 1: i + 8] == ["per-request", "--quantspec-topk-ratio", "0.03", "--quantspec-min-pages", "1",
+                                  "--quantspec-sink-pages", "1"]
+    assert args[args.index("--speculative-num-steps") + 1] == "4" and args[args.index("--max-running-requests") + 1] \
+        == "34" and int(args[args.index("--max-total-tokens") + 1]) == 32 * (15360 + 128 + 128)
+    assert ba.label(dict(policy="topk+r0.25+ema0.5", ratio=0.15)) == "topk+r0.25+ema0.5@0.15"
+    own = ba.jobs(ba.parse_args(["--device", "cuda", "--grid", "select", "--no-per-request"]), cfgs)
+    assert len(own) == len(cfgs) and not any(j["shared"] for j in own)
+    # topk-last cannot share (its verify keeps queries instead of scoring)
+    assert not ba.jobs(a, [dict(policy="topk-last", ratio=0.07, gamma=4)])[0]["shared"]
+
+
+def test_policy_names():
+    assert ba.policy_flags("topk") == ["--quantspec-draft-pages", "topk", "--quantspec-recent-share", "0",
+                                       "--quantspec-score-smoothing", "none"]
+    assert ba.policy_flags("topk+r0.5+ema0.7")[3:] == ["0.5", "--quantspec-score-smoothing", "ema",
+                                                       "--quantspec-score-ema", "0.7"]
+    assert ba.policy_flags("topk-last+max")[-1] == "max" and ba.policy_flags("streaming")[-1] == "streaming"
+    for bad in ("lru", "topk+q", "streaming+r0.5", "topk+rX"):
+        assert ba.policy_flags(bad) is None
+    with pytest.raises(SystemExit):
+        ba.parse_args(["--device", "cpu", "--policies", "topk,lru"])
 
 
 def test_server_args_per_policy():
@@ -99,7 +133,8 @@ def test_smoke_run(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["device"] == "cpu" and doc["versions"]["sglang"] and "--smoke" in doc["command"]
     rows = {r["policy"]: r for r in doc["rows"]}
-    assert set(rows) == {"topk-last", "streaming"}
+    assert set(rows) == {"topk-last", "streaming", "topk+r0.25+ema0.5"}
+    assert {r["server"] for r in rows.values()} == {"own", "per-request"}
     for r in rows.values():
         g = r["gamma"]
         assert r["num_prompts"] == 2 and r["prompt_tokens"] == [600, 600]
@@ -107,7 +142,7 @@ def test_smoke_run(tmp_path):
         assert len(r["pos_accept"]) == g and len(r["hist"]) == g + 1 and sum(r["hist"]) == r["verify_ct"]
         assert r["completion_tokens"] == 2 * 16
         assert r["alpha"] == pytest.approx(sum(n * h for n, h in enumerate(r["hist"])) / (g * r["verify_ct"]))
-    # lossless: fp32 on CPU, so both policies (and γ 2 vs 4) give the very same greedy tokens
+    # lossless: fp32 on CPU, so every policy (own server or per-request) gives the very same greedy tokens
     assert doc["outputs"] == {"prompts": 2, "identical_across_configs": 2}
     lines = [x for x in proc.stdout.splitlines() if " α=" in x]
-    assert len(lines) == 2, proc.stdout
+    assert len(lines) == 3, proc.stdout

@@ -208,6 +208,13 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
         "with dense": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-draft-pages", "topk"],
         "int8 only": ["--attention-backend", "quantspec", "--quantspec-draft-pages", "topk"],
         "bad choice": ["--spec-algo", "quantspec", "--quantspec-draft-pages", "lru"],
+        "options": ["--spec-algo", "quantspec", "--quantspec-recent-share", "0.25", "--quantspec-score-smoothing",
+                    "max"],
+        "options with streaming": ["--spec-algo", "quantspec", "--quantspec-draft-pages", "streaming",
+                                   "--quantspec-recent-share", "0.25"],
+        "bad share": ["--spec-algo", "quantspec", "--quantspec-recent-share", "1.5"],
+        "bad ema": ["--spec-algo", "quantspec", "--quantspec-score-smoothing", "ema", "--quantspec-score-ema", "1"],
+        "per-request": ["--spec-algo", "quantspec", "--quantspec-draft-pages", "per-request"],
     }
     script = textwrap.dedent("""
         import json, sys
@@ -220,7 +227,8 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
         for name, flags in json.loads(sys.argv[1]).items():
             try:
                 sa = prepare_server_args(["--model-path", sys.argv[2], "--device", "cpu", *flags])
-                res[name] = [sa._quantspec.draft_pages, sa._quantspec.needs_page_scores]
+                q = sa._quantspec
+                res[name] = [q.draft_pages, q.needs_page_scores, q.recent_share, q.score_smoothing, q.score_ema]
             except SystemExit as e:
                 res[name] = f"SystemExit {e.code}"
             except Exception as e:
@@ -237,12 +245,16 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
     res = json.loads(line[0][len("RESULT "):])
-    assert res["default"] == ["topk", True] and res["last"] == ["topk-last", True]
-    assert res["streaming"] == ["streaming", False]
+    assert res["default"] == ["topk", True, 0.0, "none", 0.5] and res["last"][:2] == ["topk-last", True]
+    assert res["streaming"][:2] == ["streaming", False] and res["per-request"][:2] == ["per-request", True]
+    assert res["options"] == ["topk", True, 0.25, "max", 0.5]
+    assert res["options with streaming"].startswith("ValueError: --quantspec-recent-share tunes the score-driven")
+    assert res["bad share"].startswith("ValueError: --quantspec-recent-share must be in [0, 1]")
+    assert res["bad ema"].startswith("ValueError: --quantspec-score-ema must be in [0, 1)")
     assert res["with dense"].startswith("ValueError: --quantspec-draft-pages") and "dense-draft" in res["with dense"]
     assert res["int8 only"].startswith("ValueError: --quantspec-draft-pages only applies with")
     assert res["bad choice"] == "SystemExit 2"
-    assert res["kwargs"].startswith("--quantspec-draft-pages must be one of topk, streaming, topk-last")
+    assert res["kwargs"].startswith("--quantspec-draft-pages must be one of topk, streaming, topk-last, per-request")
 
 
 # ---- lossless in a real server -------------------------------------------------------------------------------------
@@ -255,8 +267,10 @@ def _prompts():
     return [torch.randint(1, 8000, (n,), generator=g).tolist() for n in PROMPT_LENS]
 
 
-def _generate(srv, ids):
+def _generate(srv, ids, label=None):
     params = {"max_new_tokens": 24, "temperature": 0.0, "ignore_eos": True}
+    if label is not None:  # --quantspec-draft-pages per-request: the request's policy (sgl_spec/pagestudy.py)
+        params["custom_params"] = {"quantspec_draft": label}
     return srv._json(srv.post("/generate", {"input_ids": ids, "sampling_params": params}))
 
 
@@ -265,10 +279,16 @@ def test_every_policy_is_lossless_in_the_server(tiny_llama_fp32):
     prompts = _prompts()
     with launch_server(tiny_llama_fp32, COMMON + ["--attention-backend", "quantspec"]) as srv:
         ref = [_generate(srv, p)["output_ids"] for p in prompts]
-    for policy in ("streaming", "topk-last"):  # topk: tests/cpu/test_quantspec_server.py
-        args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio", "0.1",
-                         "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy, "--quantspec-speculate", "always"]
+    # plain topk: tests/cpu/test_quantspec_server.py. Ratio 0.5 for the options: k - sinks >= 2 from 5 pages on, so
+    # recent pages are forced; the per-request server mixes four policies (one unlabelled) in its batches.
+    labels = ["topk+r0.5+max@0.5", "streaming@0.3", "topk+ema0.5@0.2", None]
+    for policy, ratio, extra in (("streaming", 0.1, []), ("topk-last", 0.1, []),
+                                 ("topk", 0.5, ["--quantspec-recent-share", "0.5", "--quantspec-score-smoothing", "ema"]),
+                                 ("per-request", 0.1, [])):
+        args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio",
+                         str(ratio), "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy,
+                         "--quantspec-speculate", "always", *extra]
         with launch_server(tiny_llama_fp32, args) as srv:
-            got = [_generate(srv, p) for p in prompts]
+            got = [_generate(srv, p, labels[i] if policy == "per-request" else None) for i, p in enumerate(prompts)]
         assert [g["output_ids"] for g in got] == ref, policy
         assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got), policy
