@@ -5,15 +5,16 @@ One attention-only round of an L-layer model, every layer: γ x draft_decode ove
 pages, 1 sink: the server's defaults) + one verify_attention over γ+1 rows. Timed as one CUDA graph each:
 
   base      verify without scores, no selection (what a round would cost if the draft pages came for free)
-  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pagetable.py: the forced
-            recent/completed pages, score smoothing if any, one select_topk_pages launch over all layers, the
-            per-slot table update), for each --policies entry
+  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pagetable.py: one
+            select_topk_pages launch over all layers: forced recent/completed pages, score smoothing if any, the
+            per-slot table update) + its next ``for_round`` (the batch's page lists from the per-slot tables), for
+            each --policies entry
   overhead = (t_policy - t_base) / t_policy         (issue 4: <= 6%)
 
 Because MLPs, projections, sampling and the host are left out, the round here is much cheaper than a real one and
 the overhead is an UPPER BOUND of its share of a full model round. Also per configuration: ``select`` (the policy's
-after_verify alone, graph) and ``host`` (the same called eagerly: the launch time the server pays per round, as it
-calls after_verify outside any graph; the GPU work is ``select``).
+after_verify alone, graph), ``for_round`` (alone, graph) and ``host`` (each called eagerly: the launch time the
+server pays per round, as it calls them outside any graph; the GPU work is ``select`` / ``for_round``).
 
 Shapes: pycode-30m (L=8, Hq=4, Hkv=2, D=128: models/pycode-30m) and a Llama-3-8B layer stack (L=32, Hq=32, Hkv=8,
 D=128), bf16, P=64, every request at ``ctx`` tokens (its window ends at the newest token); the layers cycle over
@@ -209,26 +210,36 @@ def run_config(a, name, m, ctx, B, t, gen):
     row["scores_only_ms"] = t(lambda: attention(True))
     parts = [f"base {row['base_ms'] * 1e3:8.0f}us", f"+scores {_pct(row['scores_only_ms'], row['base_ms'])}"]
     row["policies"] = {}
+    # the server's page table source: req_to_token (token slots, one row per slot) read with stride P
+    rtt = torch.zeros((B, maxp * P), dtype=torch.int32, device=dev)
+    rtt[:, ::P] = pools[0].table * P
+    has_pages = torch.ones(B, dtype=torch.bool, device=dev)
     for pol_name in a.policies:
         backend = SimpleNamespace(cfg=policy_cfg(a, pol_name), page_scores=scores, page_table=lambda r: pools[0]
-                                  .table[r], max_pages=maxp, device=dev)
+                                  .table[r], page_table_source=lambda: (rtt[:, ::P], P), max_pages=maxp, device=dev)
         pol = pagetable.TopkPages(backend)
 
         def step(pol=pol):
             pol.after_verify(rpi, q_start, new_len)
 
+        def next_round(pol=pol):
+            pol.for_round(rpi, new_len, has_pages)
+
         def full(pol=pol):
             attention(True)
             pol.after_verify(rpi, q_start, new_len)
+            pol.for_round(rpi, new_len, has_pages)
 
-        r = dict(round_ms=t(full), select_ms=t(step), host_ms=host_ms(step, dev))
+        r = dict(round_ms=t(full), select_ms=t(step), for_round_ms=t(next_round), host_ms=host_ms(step, dev),
+                 for_round_host_ms=host_ms(next_round, dev))
         _, _, want = page_counts(new_len // P, maxp, a.ratio, a.min_pages, a.sink_pages, pol.kcap)
         if not bool((pol.count == want.view(1, -1)).all()):  # the graph replays really selected
             raise RuntimeError(f"{pol_name}: selected {pol.count.unique().tolist()} pages, expected {want.tolist()}")
         r["overhead"] = (r["round_ms"] - row["base_ms"]) / r["round_ms"]
         row["policies"][pol_name] = r
         parts.append(f"{pol_name} {r['round_ms'] * 1e3:.0f}us overhead {r['overhead']:+.1%} (select "
-                     f"{r['select_ms'] * 1e3:.0f}us, eager host {r['host_ms'] * 1e3:.0f}us)")
+                     f"{r['select_ms'] * 1e3:.0f}us + for_round {r['for_round_ms'] * 1e3:.0f}us, eager host "
+                     f"{r['host_ms'] * 1e3:.0f}+{r['for_round_host_ms'] * 1e3:.0f}us)")
     line = f"{name:10s} ctx={ctx:>6} B={B:>2} k={k:>3} | " + " | ".join(parts)
     return row, line
 

@@ -173,7 +173,7 @@ def test_options_from_the_config():
     assert "recent share 0.25, score smoothing ema (history weight 0.6)" in cfg.describe()
     be = Backend(share=0.25, smoothing="ema", beta=0.6)
     pages = pagetable.draft_pages(be)
-    assert pages.hist.shape == (L, SLOTS, MAXP) and pages.force_width == max(1, math.floor(0.25 * pages.kcap))
+    assert pages.hist.shape == (L, SLOTS, 1, MAXP) and pages.hist_n.shape == (L, SLOTS, 1)
     assert pagetable.draft_pages(Backend()).hist is None  # no history without smoothing
 
 
