@@ -2,7 +2,8 @@
 share a server.
 
 A policy name is ``dense``, ``streaming``, ``topk-last`` or ``topk[+r<share>][+ema<β>|+max]`` (top-k with a recent
-share and/or score smoothing, sgl_spec/pagetable.py). A configuration is a dict(policy, ratio (None for dense), gamma).
+share and/or score smoothing, sgl_spec/pagetable.py), or ``topk-head[...]`` (the same per kv head: each kv head of a
+layer its own top-k pages). A configuration is a dict(policy, ratio (None for dense), gamma).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def policy_flags(policy):
     if policy in ("dense", "streaming"):
         return ["--quantspec-dense-draft"] if policy == "dense" else ["--quantspec-draft-pages", "streaming"]
     base, *opts = policy.split("+")
-    if base not in ("topk", "topk-last"):
+    if base not in ("topk", "topk-head", "topk-last"):
         return None
     share, smooth = "0", ["--quantspec-score-smoothing", "none"]
     for o in opts:
@@ -39,8 +40,9 @@ def policy_flags(policy):
 
 
 def shareable(a, cfg) -> bool:
-    """Whether a per-request server can run this configuration (streaming and topk*, not dense or topk-last)."""
-    return a.per_request and cfg["policy"].split("+")[0] in ("topk", "streaming")
+    """Whether a per-request server can run this configuration (streaming, topk*, topk-head*; not dense or
+    topk-last)."""
+    return a.per_request and cfg["policy"].split("+")[0] in ("topk", "topk-head", "streaming")
 
 
 def grid(a) -> list[dict]:

@@ -14,7 +14,8 @@ long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-to
          reach[i] = P(n ≥ i)
 
 Policies: dense (--quantspec-dense-draft: every page, upper 4-bit plane), streaming (sinks + newest pages), topk
-(Collect-2-Query) with options topk[+r<share>][+ema<β>|+max] (recent pages, score smoothing), topk-last (the last
+(Collect-2-Query) with options topk[+r<share>][+ema<β>|+max] (recent pages, score smoothing), topk-head (the same,
+one page list per kv head ranked by that head's own scores, same options), topk-last (the last
 accepted token's scores); all sparse ones get the same budget per layer, k = min(n, max(--min-pages, ceil(ratio·n)))
 of the n complete pages, sink pages included (sgl_spec/pagetable.py). Every configuration is lossless, so greedy
 outputs must agree across configurations (bit-exact on the fp32 CPU smoke run; on bf16 GPUs a near-tie can flip
@@ -81,7 +82,8 @@ def parse_args(argv=None):
         "policy at the middle ratio; full (32): every policy × ratio × γ (topk-last at --last-ratios); select: "
         "every --policies entry (default SELECT_POLICIES: streaming and topk variants) × ratio × γ, dense per γ"))
     ap.add_argument("--policies", type=lambda s: s.split(","), default=None, help=(
-        "dense, topk-last, streaming, or topk[+r<share>][+ema<β>|+max] (recent share, score smoothing: "
+        "dense, topk-last, streaming, or topk[-head][+r<share>][+ema<β>|+max] (topk-head: per-kv-head tables; recent "
+        "share, score smoothing: "
         "sgl_spec/pagetable.py); default: dense,topk,streaming,topk-last (select grid: SELECT_POLICIES)"))
     ap.add_argument("--per-request", action=argparse.BooleanOptionalAction, default=True, help=(
         "one server per γ serves every streaming/topk* configuration, each request naming its policy and ratio "

@@ -34,7 +34,7 @@ DEFAULT_NUM_DRAFT_STEPS = 4
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
 # Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
-DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request")
+DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request", "topk-head")
 # When the worker speculates (sgl_spec/autooff.py).
 SPECULATE_CHOICES = ("auto", "always", "never")
 # How score-driven policies combine the scores of successive verifies (sgl_spec/pagetable.py).
@@ -55,7 +55,8 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
     "quantspec_draft_pages": ("topk", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
-        "scores (first draft row + bonus row), 'topk-last' by the score of the last accepted token only, "
+        "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "
+        "own top-k pages by its own scores), 'topk-last' by the score of the last accepted token only, "
         "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
         "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
         "Default: topk."))),
@@ -68,7 +69,7 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),
     "quantspec_recent_share": (0.0, dict(type=float, help=(
-        "quantspec draft, score-driven pages (topk, topk-last): this share of the non-sink budget (k - sinks) goes "
+        "quantspec draft, score-driven pages (topk, topk-head, topk-last): this share of the non-sink budget (k - sinks) goes "
         "to the newest complete pages (floor(share*(k - sinks)) pages), the rest to the best-scored pages. "
         "Default: 0."))),
     "quantspec_score_smoothing": ("none", dict(choices=SCORE_SMOOTHING, help=(

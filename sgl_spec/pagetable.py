@@ -56,6 +56,7 @@ class StreamingPages:
     table straight from ``req_to_token`` by slot (``backend.page_table_source``): no other device op."""
 
     dense = False
+    per_head = False  # True: one page list per kv head (TopkHeadPages), tables [L, slots, Hkv, KCAP]
 
     def __init__(self, backend):
         cfg = backend.cfg
@@ -71,8 +72,19 @@ class StreamingPages:
         self.num_layers = L
         # Fixed capacity (CUDA graphs): the largest budget any request can get.
         self.kcap = min(self.max_pages, max(cfg.min_pages, cfg.sink_pages, math.ceil(cfg.topk_ratio * self.max_pages)))
-        self.ids = torch.zeros((L, slots, self.kcap), dtype=torch.int32, device=dev)
+        # kv heads of a per-head table (None: one list per layer and request)
+        self.heads = self._kv_heads(backend) if self.per_head else None
+        self.ids = torch.zeros(self._table_shape(L, slots), dtype=torch.int32, device=dev)
         self.count = torch.zeros((L, slots), dtype=torch.int32, device=dev)
+
+    @staticmethod
+    def _kv_heads(backend):
+        if getattr(backend, "page_scores", None) is not None:
+            return backend.page_scores.shape[2]
+        return backend.token_to_kv_pool.head_num
+
+    def _table_shape(self, L, B):
+        return (L, B, self.heads, self.kcap) if self.per_head else (L, B, self.kcap)
 
     def _select(self, scores, req_pool_indices, num_tokens, out_ids, out_count, **kw):
         """select_topk_pages with this policy's budget; ``num_tokens [B]``: tokens before the pages' end (÷ P)."""
@@ -83,13 +95,13 @@ class StreamingPages:
         else:  # a backend without req_to_token (unit tests): its page table by batch row, in token units
             table, div, trows = self.backend.page_table(req_pool_indices).long() * self.P, self.P, None
         return ops.select_topk_pages(scores, num_tokens, table, self.ratio, self.min_pages, self.sink_pages,
-                                     out_ids, out_count, table_rows=trows, page_div=div, **kw)
+                                     out_ids, out_count, per_head=self.per_head, table_rows=trows, page_div=div, **kw)
 
     def for_round(self, req_pool_indices, window_start, has_pages):
-        """(page_ids [L, B, KCAP], num_pages [L, B]) for ``backend.draft_mode``: logical pages 0 … sinks-1 and the
-        newest k - sinks complete pages before ``window_start``."""
+        """(page_ids [L, B, KCAP] (per head: [L, B, Hkv, KCAP]), num_pages [L, B]) for ``backend.draft_mode``:
+        logical pages 0 … sinks-1 and the newest k - sinks complete pages before ``window_start``."""
         L, B = self.num_layers, req_pool_indices.shape[0]
-        ids = torch.empty((L, B, self.kcap), dtype=torch.int32, device=self.ids.device)
+        ids = torch.empty(self._table_shape(L, B), dtype=torch.int32, device=self.ids.device)
         count = torch.empty((L, B), dtype=torch.int32, device=self.ids.device)
         return self._select(None, req_pool_indices, window_start, ids, count, recent_share=1.0)
 
@@ -130,8 +142,9 @@ class TopkPages(StreamingPages):
         self.hist = self.hist_n = None
         if self.smoothing != "none":
             L, slots, dev = self.num_layers, self.ids.shape[1], self.ids.device
-            self.hist = torch.zeros((L, slots, 1, self.max_pages), dtype=torch.float32, device=dev)
-            self.hist_n = torch.zeros((L, slots, 1), dtype=torch.int32, device=dev)  # scored pages held in hist
+            G = self.heads or 1
+            self.hist = torch.zeros((L, slots, G, self.max_pages), dtype=torch.float32, device=dev)
+            self.hist_n = torch.zeros((L, slots, G), dtype=torch.int32, device=dev)  # scored pages held in hist
 
     def _history(self):
         return dict(hist=self.hist, hist_n=self.hist_n, smoothing=self.smoothing, ema=self.beta)
@@ -180,7 +193,17 @@ class TopkLastPages(TopkPages):
         return scores
 
 
-POLICIES = {"topk": TopkPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
+class TopkHeadPages(TopkPages):
+    """``topk-head``: every kv head of every layer gets its own top-k pages, ranked by its own score only (the sum
+    over its query-head group of the max over the two score rows: ``page_scores[l, b, h]`` as the verify writes it),
+    instead of one list per layer ranked by the sum over all kv heads. Same budget k per head (sinks, forced
+    completed / recent pages, smoothing per head), so a draft reads as many pages as with ``topk``; GQA heads that
+    attend to different pages each get theirs. draft_decode reads ``page_ids[b, h]`` (tables [L, B, Hkv, KCAP])."""
+
+    per_head = True
+
+
+POLICIES = {"topk": TopkPages, "topk-head": TopkHeadPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
             "per-request": PerRequestPages}
 
 
