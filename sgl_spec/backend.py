@@ -317,7 +317,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             else:
                 scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
-                                   scores=scores)
+                                   scores=scores, score_kind=self.cfg.page_score)
         return out.view(q.shape[0], -1)
 
     def _keep_verify_q(self, li: int, q4, scaling: float):
