@@ -10,7 +10,7 @@ Tolerances: the refs compute in fp32 from the dequantized views; a Triton kernel
 softmax weights to bf16 for tensor-core dots (2^-9 relative each) and rounds the output to bf16 (2^-9), so with
 |out| <~ 4 the expected error is a few 1e-3; 2e-2 (abs + rel) separates that from a wrong page/head/mask/scale
 (errors of order 0.1-1). Page scores are sums over 4 query heads of maxima of logits (|s| <~ 15) whose bf16
-rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2.
+rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2 (lse scores, sums of G page log-sum-exps: the same).
 """
 import math
 
@@ -154,6 +154,15 @@ def test_verify_attention(B, ctx, P, nq):
     out2 = torch.full_like(q, float("nan"))
     tri(*args, out=out2)  # scores off: the same attention
     _close(out2, want)
+    # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    sc_ref = sc.clone()
+    out3 = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out3, score_kind="lse")
+    ref(*args, scores=sc_ref, score_kind="lse")
+    assert torch.equal(out3, out)
+    for b, s0 in enumerate((q_start // P).tolist()):
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("P", [64, 128])
