@@ -160,7 +160,7 @@ def test_verify_attention(B, ctx, P, nq):
     out3 = torch.full_like(q, float("nan"))
     tri(*args, scores=sc, out=out3, score_kind="lse")
     ref(*args, scores=sc_ref, score_kind="lse")
-    assert torch.equal(out3, out)
+    _close(out3, want)
     for b, s0 in enumerate((q_start // P).tolist()):
         _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
 
