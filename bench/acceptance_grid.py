@@ -2,7 +2,9 @@
 share a server.
 
 A policy name is ``dense``, ``streaming``, ``topk-last`` or ``topk[+r<share>][+ema<β>|+max]`` (top-k with a recent
-share and/or score smoothing, sgl_spec/pagetable.py). A configuration is a dict(policy, ratio (None for dense), gamma).
+share and/or score smoothing, sgl_spec/pagetable.py), or ``topk-head[...]`` (the same per kv head: each kv head of a
+layer its own top-k pages), each with ``+lse`` for log-sum-exp page scores (``--quantspec-page-score lse``: a server
+flag, so per-request servers are split by score kind). A configuration is a dict(policy, ratio (None for dense), gamma).
 """
 from __future__ import annotations
 
@@ -20,12 +22,14 @@ def policy_flags(policy):
     if policy in ("dense", "streaming"):
         return ["--quantspec-dense-draft"] if policy == "dense" else ["--quantspec-draft-pages", "streaming"]
     base, *opts = policy.split("+")
-    if base not in ("topk", "topk-last"):
+    if base not in ("topk", "topk-head", "topk-last"):
         return None
-    share, smooth = "0", ["--quantspec-score-smoothing", "none"]
+    share, smooth, kind = "0", ["--quantspec-score-smoothing", "none"], []
     for o in opts:
         try:
-            if o == "max":
+            if o == "lse":
+                kind = ["--quantspec-page-score", "lse"]
+            elif o == "max":
                 smooth = ["--quantspec-score-smoothing", "max"]
             elif o.startswith("ema"):
                 smooth = ["--quantspec-score-smoothing", "ema", "--quantspec-score-ema", str(float(o[3:]))]
@@ -35,12 +39,18 @@ def policy_flags(policy):
                 return None
         except ValueError:
             return None
-    return ["--quantspec-draft-pages", base, "--quantspec-recent-share", share, *smooth]
+    return ["--quantspec-draft-pages", base, "--quantspec-recent-share", share, *smooth, *kind]
+
+
+def page_score(cfg) -> str:
+    """The server's --quantspec-page-score for a configuration ("lse" when its policy name has +lse)."""
+    return "lse" if "lse" in cfg["policy"].split("+")[1:] else "max"
 
 
 def shareable(a, cfg) -> bool:
-    """Whether a per-request server can run this configuration (streaming and topk*, not dense or topk-last)."""
-    return a.per_request and cfg["policy"].split("+")[0] in ("topk", "streaming")
+    """Whether a per-request server can run this configuration (streaming, topk*, topk-head*; not dense or
+    topk-last)."""
+    return a.per_request and cfg["policy"].split("+")[0] in ("topk", "topk-head", "streaming")
 
 
 def grid(a) -> list[dict]:
@@ -69,19 +79,22 @@ def grid(a) -> list[dict]:
 
 
 def jobs(a, configs) -> list[dict]:
-    """Server launches: one per γ for the shareable configurations (per-request), one per other configuration."""
+    """Server launches: one per (γ, page score kind) for the shareable configurations (per-request), one per other
+    configuration."""
     out, shared = [], {}
     for cfg in configs:
         if shareable(a, cfg):
-            if cfg["gamma"] not in shared:
-                shared[cfg["gamma"]] = dict(gamma=cfg["gamma"], configs=[], shared=True)
-                out.append(shared[cfg["gamma"]])
-            shared[cfg["gamma"]]["configs"].append(cfg)
+            key = (cfg["gamma"], page_score(cfg))
+            if key not in shared:
+                shared[key] = dict(gamma=cfg["gamma"], configs=[], shared=True)
+                out.append(shared[key])
+            shared[key]["configs"].append(cfg)
         else:
             out.append(dict(gamma=cfg["gamma"], configs=[cfg], shared=False))
     return out
 
 
 def label(cfg) -> str:
-    """The per-request label of a configuration (sgl_spec/pagestudy.py)."""
-    return f"{cfg['policy']}@{cfg['ratio']}"
+    """The per-request label of a configuration (sgl_spec/pagestudy.py); +lse is the server's flag, not the label's."""
+    name = "+".join(x for x in cfg["policy"].split("+") if x != "lse")
+    return f"{name}@{cfg['ratio']}"

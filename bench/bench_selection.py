@@ -5,15 +5,18 @@ One attention-only round of an L-layer model, every layer: γ x draft_decode ove
 pages, 1 sink: the server's defaults) + one verify_attention over γ+1 rows. Timed as one CUDA graph each:
 
   base      verify without scores, no selection (what a round would cost if the draft pages came for free)
-  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pagetable.py: the forced
-            recent/completed pages, score smoothing if any, one select_topk_pages launch over all layers, the
-            per-slot table update), for each --policies entry
+  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pagetable.py: one
+            select_topk_pages launch over all layers: forced recent/completed pages, score smoothing if any, the
+            per-slot table update) + its next ``for_round`` (the batch's page lists from the per-slot tables), for
+            each --policies entry
   overhead = (t_policy - t_base) / t_policy         (issue 4: <= 6%)
 
+``topk-head`` (per-kv-head tables) selects Hkv lists per layer; its round still drafts over the per-layer lists
+(the same number of pages and bytes per head). ``+lse scores``: the verify with --quantspec-page-score lse.
 Because MLPs, projections, sampling and the host are left out, the round here is much cheaper than a real one and
 the overhead is an UPPER BOUND of its share of a full model round. Also per configuration: ``select`` (the policy's
-after_verify alone, graph) and ``host`` (the same called eagerly: the launch time the server pays per round, as it
-calls after_verify outside any graph; the GPU work is ``select``).
+after_verify alone, graph), ``for_round`` (alone, graph) and ``host`` (each called eagerly: the launch time the
+server pays per round, as it calls them outside any graph; the GPU work is ``select`` / ``for_round``).
 
 Shapes: pycode-30m (L=8, Hq=4, Hkv=2, D=128: models/pycode-30m) and a Llama-3-8B layer stack (L=32, Hq=32, Hkv=8,
 D=128), bf16, P=64, every request at ``ctx`` tokens (its window ends at the newest token); the layers cycle over
@@ -58,8 +61,8 @@ def parse_args(argv=None):
     ap.add_argument("--ratio", type=float, default=0.07)
     ap.add_argument("--min-pages", type=int, default=8)
     ap.add_argument("--sink-pages", type=int, default=1)
-    ap.add_argument("--policies", type=lambda s: s.split(","), default=["topk", "topk+r0.25+ema0.5"],
-                    help="topk[+r<share>][+ema<β>|+max] (as bench_acceptance.py names them)")
+    ap.add_argument("--policies", type=lambda s: s.split(","), default=["topk", "topk+r0.25+ema0.5", "topk-head"],
+                    help="topk[-head][+r<share>][+ema<β>|+max] (as bench_acceptance.py names them)")
     ap.add_argument("--rep-ms", type=float, default=60, help="do_bench repetition time per measurement")
     ap.add_argument("--time-budget-s", type=float, default=200, help="start no configuration after this")
     ap.add_argument("--out", type=Path, default=None, help="JSON (default bench/results/selection.json)")
@@ -78,8 +81,8 @@ def parse_args(argv=None):
 
 def policy_cfg(a, name):
     base, *opts = name.split("+")
-    if base != "topk":
-        raise SystemExit(f"--policies: {name!r} is not topk[+r<share>][+ema<β>|+max]")
+    if base not in ("topk", "topk-head"):
+        raise SystemExit(f"--policies: {name!r} is not topk[-head][+r<share>][+ema<β>|+max]")
     kw = dict(recent_share=0.0, score_smoothing="none", score_ema=0.5)
     for o in opts:
         if o == "max":
@@ -91,7 +94,7 @@ def policy_cfg(a, name):
         else:
             raise SystemExit(f"--policies: bad option {o!r} in {name!r}")
     return SimpleNamespace(page_size=a.page, topk_ratio=a.ratio, min_pages=a.min_pages, sink_pages=a.sink_pages,
-                           draft_pages="topk", dense_draft=False, **kw)
+                           draft_pages=base, dense_draft=False, **kw)
 
 
 # ---- inputs --------------------------------------------------------------------------------------------------------
@@ -195,40 +198,52 @@ def run_config(a, name, m, ctx, B, t, gen):
     rpi = torch.arange(B, device=dev)
     new_len = q_start + G + 1  # every draft accepted: the window completes no page unless ctx is page aligned
 
-    def attention(with_scores):
+    def attention(with_scores, kind="max"):
         for li in range(L):
             p, (ids, cnt, _) = pools[li % copies], pages[li % copies]
             for _ in range(G):
                 ops.draft_decode(qd, p.store, ids, cnt, p.hot_k, p.hot_v, p.slot, hot_start, hot_len, sm, out=od)
             ops.verify_attention(qv, p.store, p.table, q_start, p.hot_k, p.hot_v, p.slot, sm,
-                                 scores=scores[li] if with_scores else None, out=ov)
+                                 scores=scores[li] if with_scores else None, out=ov, score_kind=kind)
 
     row = dict(model=name, L=L, hq=hq, hkv=hkv, head_dim=d, ctx=ctx, batch=B, page=P, gamma=G, pages_drafted=k,
                pool_copies=copies)
     row["base_ms"] = t(lambda: attention(False))
     row["scores_only_ms"] = t(lambda: attention(True))
-    parts = [f"base {row['base_ms'] * 1e3:8.0f}us", f"+scores {_pct(row['scores_only_ms'], row['base_ms'])}"]
+    row["scores_lse_ms"] = t(lambda: attention(True, "lse"))  # --quantspec-page-score lse
+    parts = [f"base {row['base_ms'] * 1e3:8.0f}us", f"+scores {_pct(row['scores_only_ms'], row['base_ms'])}",
+             f"+lse scores {_pct(row['scores_lse_ms'], row['base_ms'])}"]
     row["policies"] = {}
+    # the server's page table source: req_to_token (token slots, one row per slot) read with stride P
+    rtt = torch.zeros((B, maxp * P), dtype=torch.int32, device=dev)
+    rtt[:, ::P] = pools[0].table * P
+    has_pages = torch.ones(B, dtype=torch.bool, device=dev)
     for pol_name in a.policies:
         backend = SimpleNamespace(cfg=policy_cfg(a, pol_name), page_scores=scores, page_table=lambda r: pools[0]
-                                  .table[r], max_pages=maxp, device=dev)
-        pol = pagetable.TopkPages(backend)
+                                  .table[r], page_table_source=lambda: (rtt[:, ::P], P), max_pages=maxp, device=dev)
+        pol = pagetable.POLICIES[backend.cfg.draft_pages](backend)
 
         def step(pol=pol):
             pol.after_verify(rpi, q_start, new_len)
 
+        def next_round(pol=pol):
+            pol.for_round(rpi, new_len, has_pages)
+
         def full(pol=pol):
             attention(True)
             pol.after_verify(rpi, q_start, new_len)
+            pol.for_round(rpi, new_len, has_pages)
 
-        r = dict(round_ms=t(full), select_ms=t(step), host_ms=host_ms(step, dev))
+        r = dict(round_ms=t(full), select_ms=t(step), for_round_ms=t(next_round), host_ms=host_ms(step, dev),
+                 for_round_host_ms=host_ms(next_round, dev))
         _, _, want = page_counts(new_len // P, maxp, a.ratio, a.min_pages, a.sink_pages, pol.kcap)
         if not bool((pol.count == want.view(1, -1)).all()):  # the graph replays really selected
             raise RuntimeError(f"{pol_name}: selected {pol.count.unique().tolist()} pages, expected {want.tolist()}")
         r["overhead"] = (r["round_ms"] - row["base_ms"]) / r["round_ms"]
         row["policies"][pol_name] = r
         parts.append(f"{pol_name} {r['round_ms'] * 1e3:.0f}us overhead {r['overhead']:+.1%} (select "
-                     f"{r['select_ms'] * 1e3:.0f}us, eager host {r['host_ms'] * 1e3:.0f}us)")
+                     f"{r['select_ms'] * 1e3:.0f}us + for_round {r['for_round_ms'] * 1e3:.0f}us, eager host "
+                     f"{r['host_ms'] * 1e3:.0f}+{r['for_round_host_ms'] * 1e3:.0f}us)")
     line = f"{name:10s} ctx={ctx:>6} B={B:>2} k={k:>3} | " + " | ".join(parts)
     return row, line
 

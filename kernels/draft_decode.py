@@ -247,7 +247,7 @@ def _draft_decode_kernel(
     ku_ptr, vu_ptr, s_up, s_uh,
     ks_ptr, kz_ptr, s_ksp, s_ksh,
     vs_ptr, vz_ptr, s_vsp, s_vsh,
-    pid_ptr, s_pb, np_ptr, MAXP,
+    pid_ptr, s_pb, s_ph, np_ptr, MAXP,
     hk_ptr, hv_ptr, s_hs, s_hr, s_hn, s_hh,
     hslot_ptr, hstart_ptr, hlen_ptr,
     m_ptr, l_ptr, acc_ptr,
@@ -316,7 +316,7 @@ def _draft_decode_kernel(
         per = (n + NUM_SPLITS - 1) // NUM_SPLITS
         lo = tl.minimum((s - 1) * per, n)
         hi = tl.minimum(lo + per, n)
-        ids = pid_ptr + b.to(tl.int64) * s_pb
+        ids = pid_ptr + b.to(tl.int64) * s_pb + h.to(tl.int64) * s_ph  # s_ph = 0: one list for all heads
         offs_w = tl.arange(0, BLOCK_C // 4)
         w_ok = offs_w < HALF // 4
         # q^T [BLOCK_C, GPAD] halves in log2 units, fp16 (the keys are dequantized: one operand for every page)
@@ -462,8 +462,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         _check(name, getattr(store, name), (NP, Hkv, D), (torch.float16,), dev)
     for name in ("v_scale", "v_zero"):
         _check(name, getattr(store, name), (NP, Hkv, P), (torch.float16,), dev)
-    maxp = page_ids.shape[1] if page_ids.dim() == 2 else -1
-    _check("page_ids", page_ids, (B, maxp), (torch.int32,), dev)
+    # [B, KCAP]: one page list per request (every kv head reads it); [B, Hkv, KCAP]: one per kv head (same count)
+    maxp = page_ids.shape[-1] if page_ids.dim() in (2, 3) else -1
+    _check("page_ids", page_ids, (B, maxp) if page_ids.dim() != 3 else (B, Hkv, maxp), (torch.int32,), dev)
+    s_ph = page_ids.stride(1) if page_ids.dim() == 3 else 0
     for name, t in (("num_pages", num_pages), ("hot_slot", hot_slot), ("hot_start", hot_start),
                     ("hot_len", hot_len)):
         _check(name, t, (B,), (torch.int32,), dev)
@@ -511,7 +513,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
         ks_ptr=ks32, kz_ptr=kz32, s_ksp=ks32.stride(0), s_ksh=ks32.stride(1),
         vs_ptr=store.v_scale, vz_ptr=store.v_zero, s_vsp=store.v_scale.stride(0), s_vsh=store.v_scale.stride(1),
-        pid_ptr=page_ids, s_pb=page_ids.stride(0), np_ptr=num_pages, MAXP=maxp,
+        pid_ptr=page_ids, s_pb=page_ids.stride(0), s_ph=s_ph, np_ptr=num_pages, MAXP=maxp,
         hk_ptr=hot_k, hv_ptr=hot_v, s_hs=hot_k.stride(0), s_hr=hot_k.stride(1), s_hn=hot_k.stride(2),
         s_hh=hot_k.stride(3),
         hslot_ptr=hot_slot, hstart_ptr=hot_start, hlen_ptr=hot_len,

@@ -27,7 +27,7 @@ def draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_star
     _, Hkv, P, _ = store.k_upper.shape
     if out is None:
         out = torch.empty_like(q)
-    n = num_pages.long().clamp(0, page_ids.shape[1])
+    n = num_pages.long().clamp(0, page_ids.shape[-1])  # page_ids [B, KCAP] or per kv head [B, Hkv, KCAP]
     per_req = max(1, int(n.max()) if B else 1) * P * Hkv * D
     chunk = max(1, _CHUNK_ELEMS // per_req)
     for b0 in range(0, B, chunk):
@@ -49,8 +49,9 @@ def _attend(qf, store, page_ids, n, hot_k, hot_v, hot_slot, hot_start, hot_len):
     # ---- pages: ids past num_pages may be garbage, so they are replaced before indexing (and masked below)
     maxp = int(n.max()) if b else 0
     page_ok = torch.arange(maxp, device=dev)[None, :] < n[:, None]  # [b, maxp]
-    ids = torch.where(page_ok, page_ids[:, :maxp].long(), torch.zeros((), dtype=torch.long, device=dev))
-    ids = ids[:, None, :].expand(b, Hkv, maxp)
+    pids = page_ids[..., :maxp].long()
+    pids = pids[:, None, :].expand(b, Hkv, maxp) if pids.dim() == 2 else pids  # one list per kv head
+    ids = torch.where(page_ok[:, None, :], pids, torch.zeros((), dtype=torch.long, device=dev))
     heads = torch.arange(Hkv, device=dev)[None, :, None].expand(b, Hkv, maxp)
 
     def codes(plane):  # upper plane only -> (low, high) nibble codes fp32 [b, Hkv, maxp, P, half]

@@ -43,7 +43,7 @@ import triton.language as tl
 
 from sgl_spec.kernels.int8_words import keys_i8, prep_key_scales, values_i8
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
-from sgl_spec.kernels.verify_attention_ref import default_score_rows
+from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
 
 RING = 2
 LOG2E = 1.4426950408889634
@@ -139,7 +139,7 @@ def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh
 
 @triton.jit
 def _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, jj, n_scored, j1, vis, score_lim, raw_ptr,
-                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr):
+                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr = False):
     """Raw logits S^T = K Q^T [P, BLOCK_M] of logical page jj (masked to -inf for rows that must not see it, and
     for a page at or past the split's end j1) and their column maxima; the score rows' maxima are stored raw."""
     s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
@@ -150,23 +150,34 @@ def _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, jj, n_scored,
     if (jj >= n_scored) | (jj >= j1):  # rows' own pages start at q_start // P; jj >= j1: the odd page of a pair
         s = tl.where((vis & (jj < j1))[None, :], s, float("-inf"))
     cm = tl.max(s, 0)
-    if HAS_SCORES:  # the raw column maxima of the score rows, in cm's own layout; the merge sums the heads
+    if HAS_SCORES and not SCORE_LSE:  # the raw column maxima of the score rows, in cm's layout; the merge sums heads
         tl.store(raw_ptr, cm, mask=raw_ok & (jj < score_lim) & (jj < j1))
     return s, cm
 
 
 @triton.jit
+def _page_lse(p, m_new, qk_scale, jj, j1, score_lim, raw_ptr, raw_ok):
+    """score kind "lse": the page's log-sum-exp per row in raw q·k units, m_new + log2(Σ_tokens p) / qk_scale, from
+    the softmax weights p = exp2((s - m_new)·qk_scale) the update computes anyway (one column sum more). A page more
+    than ~149 log2-units below the row's running max underflows to -inf (the reference stays finite there: both
+    rank such a page last)."""
+    tl.store(raw_ptr, m_new + tl.log2(tl.sum(p, 0)) / qk_scale, mask=raw_ok & (jj < score_lim) & (jj < j1))
+
+
+@triton.jit
 def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
                vz, j, n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr,
-               USE_ASM: tl.constexpr):
+               USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr):
     """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
     row's running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
     of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
     s, cm = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis, score_lim,
-                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM)
+                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
     m_new = tl.maximum(m_r, cm)
     alpha = tl.exp2((m_r - m_new) * qk_scale)
     p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
+    if HAS_SCORES and SCORE_LSE:
+        _page_lse(p, m_new, qk_scale, j, j1, score_lim, raw_ptr, raw_ok)
     vsf = vs.to(tl.float32)
     l_t = l_t * alpha[None, :] + p
     z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
@@ -180,18 +191,22 @@ def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, 
 @triton.jit
 def _int8_pair(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
                vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1, score_lim, vis_a,
-               vis_b, raw_ptr, raw_ok, G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr):
+               vis_b, raw_ptr, raw_ok, G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr,
+               SCORE_LSE: tl.constexpr):
     """``_int8_page`` for pages j (tiles ``ku``...) and j + 1 (tiles ``ku2``..., a no-op past j1) with one softmax
     update: one running-max step and one rescale of O^T / l_t / z_t for both pages."""
     s_a, cm_a = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis_a, score_lim,
-                             raw_ptr, raw_ok, HAS_SCORES, USE_ASM)
+                             raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
     s_b, cm_b = _page_logits(qt_lo, qt_hi, ku2, kl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, j + 1, n_scored, j1, vis_b,
-                             score_lim, raw_ptr + 2 * G, raw_ok, HAS_SCORES, USE_ASM)
+                             score_lim, raw_ptr + 2 * G, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
     m_new = tl.maximum(m_r, tl.maximum(cm_a, cm_b))
     alpha = tl.exp2((m_r - m_new) * qk_scale)
     mq = (m_new * qk_scale)[None, :]
     p_a = tl.exp2(s_a * qk_scale - mq)
     p_b = tl.exp2(s_b * qk_scale - mq)
+    if HAS_SCORES and SCORE_LSE:
+        _page_lse(p_a, m_new, qk_scale, j, j1, score_lim, raw_ptr, raw_ok)
+        _page_lse(p_b, m_new, qk_scale, j + 1, j1, score_lim, raw_ptr + 2 * G, raw_ok)
     vsf = vs.to(tl.float32)
     vsf2 = vs2.to(tl.float32)
     l_t = l_t * alpha[None, :] + (p_a + p_b)
@@ -215,7 +230,7 @@ def _verify_attention_kernel(
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    HAS_SCORES: tl.constexpr, PP: tl.constexpr, USE_ASM: tl.constexpr,
+    HAS_SCORES: tl.constexpr, PP: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -314,7 +329,7 @@ def _verify_attention_kernel(
                     m_r, l_t, z_t, at_lo, at_hi = _int8_page(
                         m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
                         kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, USE_ASM)
+                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
                     ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
                         nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
             else:  # two pages an iteration (j, j + 1), the next pair prefetched
@@ -336,7 +351,7 @@ def _verify_attention_kernel(
                         m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
                         kz_hi, vs, vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1,
                         score_lim, row_ok & (j < own_page), row_ok & (j + 1 < own_page), raw_row + j * (2 * G),
-                        raw_ok, G, HAS_SCORES, USE_ASM)
+                        raw_ok, G, HAS_SCORES, USE_ASM, SCORE_LSE)
                     ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
                         nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
                     ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = \
@@ -357,7 +372,7 @@ def _verify_attention_kernel(
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, maxnreg=None, pages_per_iter=None, num_warps=None):
+                     out=None, score_kind="max", maxnreg=None, pages_per_iter=None, num_warps=None):
     """See docs/CONTRACTS.md. ``maxnreg``, ``pages_per_iter``, ``num_warps`` (keywords, optional) override the
     module's MAXNREG / PAGES_PER_ITER / NUM_WARPS (dev timing of variants)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
@@ -388,6 +403,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     if scores is not None:
         assert scores.shape == (B, Hkv, MAXP) and scores.dtype == torch.float32, (scores.shape, scores.dtype)
     ra, rb = default_score_rows(NQ, score_rows)
+    assert score_kind in SCORE_KINDS, score_kind
+    lse = score_kind == "lse"
     # ---- allocate ----------------------------------------------------------------------------------------------------
     if out is None:
         out = torch.empty_like(q)
@@ -423,7 +440,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, USE_ASM=not _interpreting(),
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, USE_ASM=not _interpreting(), SCORE_LSE=lse,
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)
@@ -437,6 +454,6 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
         P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=MERGE_BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
-        num_warps=4,
+        SCORE_LSE=lse, num_warps=4,
     )
     return out

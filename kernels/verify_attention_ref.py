@@ -15,6 +15,9 @@ import torch
 from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
 
 RING = 2
+# Page score kinds: "max" (the max of the page's logits over the score rows) or "lse" (the log-sum-exp of the page's
+# logits per score row, log-add-exp'ed over the two rows); both summed over the query heads of a KV head.
+SCORE_KINDS = ("max", "lse")
 # Per chunk of requests: dequantized K/V (+ logits) elements kept alive at once, fp32. 2^24 floats = 64 MiB each.
 _CHUNK_ELEMS = 1 << 24
 
@@ -29,13 +32,14 @@ def default_score_rows(nq: int, score_rows=None) -> tuple[int, int]:
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None):
+                     out=None, score_kind="max"):
     B, NQ, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     G = Hq // Hkv
     assert Hq == G * Hkv and store.k_upper.shape[-1] * 2 == D and NQ <= P
     assert page_table.shape[0] == B and q_start.shape == (B,) and hot_slot.shape == (B,)
     ra, rb = default_score_rows(NQ, score_rows)
+    assert score_kind in SCORE_KINDS, score_kind
     if out is None:
         out = torch.empty_like(q)
     assert out.shape == q.shape
@@ -49,12 +53,12 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     for b0 in range(0, B, chunk):
         b1 = min(B, b0 + chunk)
         o = _attend_chunk(q[b0:b1], store, page_table[b0:b1], q_start[b0:b1], hot_k, hot_v, hot_slot[b0:b1].long(),
-                          sm_scale, ra, rb, None if scores is None else scores[b0:b1])
+                          sm_scale, ra, rb, None if scores is None else scores[b0:b1], score_kind)
         out[b0:b1] = o.to(out.dtype)
     return out
 
 
-def _attend_chunk(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, ra, rb, scores):
+def _attend_chunk(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, ra, rb, scores, score_kind):
     b, NQ, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     G = Hq // Hkv
@@ -104,8 +108,13 @@ def _attend_chunk(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scal
 
     if scores is not None and npg > 0:
         # max over the two score rows and the page's tokens, per query head; summed over the G heads of a KV head
-        lg = logits[..., : npg * P].reshape(b, Hkv, NQ, G, npg, P).amax(dim=-1)  # [b, Hkv, NQ, G, npg]
-        sc = torch.maximum(lg[:, :, ra], lg[:, :, rb]).sum(dim=2)  # [b, Hkv, npg]
+        lg = logits[..., : npg * P].reshape(b, Hkv, NQ, G, npg, P)
+        if score_kind == "lse":  # per row log-sum-exp over the page's tokens, log-add-exp over the two rows
+            lg = torch.logsumexp(lg, dim=-1)  # [b, Hkv, NQ, G, npg]
+            sc = (lg[:, :, ra] if ra == rb else torch.logaddexp(lg[:, :, ra], lg[:, :, rb])).sum(dim=2)
+        else:
+            lg = lg.amax(dim=-1)  # [b, Hkv, NQ, G, npg]
+            sc = torch.maximum(lg[:, :, ra], lg[:, :, rb]).sum(dim=2)  # [b, Hkv, npg]
         write = (j[None, :] < (q_start // P)[:, None])[:, None, :]  # pages j >= q_start // P stay unwritten
         scores[:, :, :npg] = torch.where(write, sc, scores[:, :, :npg])
     return o.permute(0, 2, 1, 3, 4).reshape(b, NQ, Hq, D)

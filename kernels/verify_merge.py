@@ -9,10 +9,11 @@ import triton.language as tl
 
 @triton.jit
 def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
-                G: tl.constexpr, P: tl.constexpr, BLOCK_SJ: tl.constexpr):
-    """Scores of BLOCK_SJ (head, page) pairs from the raw column maxima stage 1 wrote: sm_scale * sum over the G
-    heads of the max over the score rows (slot 0, and slot 1 when the two rows differ). Pages j >= q_start // P are
-    never written (as in the reference)."""
+                G: tl.constexpr, P: tl.constexpr, BLOCK_SJ: tl.constexpr, SCORE_LSE: tl.constexpr):
+    """Scores of BLOCK_SJ (head, page) pairs from the raw per-row values stage 1 wrote: sum over the G heads of the
+    max (score kind "max": raw column maxima) or the log-add-exp (kind "lse": raw page log-sum-exps) over the score
+    rows (slot 0, and slot 1 when the two rows differ), in sm_scale units. Pages j >= q_start // P are never written
+    (as in the reference)."""
     idx = t * BLOCK_SJ + tl.arange(0, BLOCK_SJ)
     hk = idx // MAXP
     jj = idx % MAXP
@@ -22,8 +23,16 @@ def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, 
     for g in tl.static_range(G):
         a = tl.load(base + g, mask=ok, other=0.0)
         a2 = tl.load(base + G + g, mask=ok & (n_front == 2), other=float("-inf"))
-        acc += tl.maximum(a, a2)
-    tl.store(SCORES + b * ssc_b + hk.to(tl.int64) * ssc_h + jj.to(tl.int64) * ssc_j, acc * sm_scale, mask=ok)
+        if SCORE_LSE:  # natural log: ln(e^x1 + e^x2), x = sm_scale · raw; -inf stays -inf (no NaN from -inf - -inf)
+            x1, x2 = a * sm_scale, a2 * sm_scale
+            mx = tl.maximum(x1, x2)
+            safe = tl.where(mx == float("-inf"), 0.0, mx)
+            acc += safe + tl.log(tl.exp(x1 - safe) + tl.exp(x2 - safe))
+        else:
+            acc += tl.maximum(a, a2)
+    if not SCORE_LSE:
+        acc = acc * sm_scale
+    tl.store(SCORES + b * ssc_b + hk.to(tl.int64) * ssc_h + jj.to(tl.int64) * ssc_j, acc, mask=ok)
 
 
 @triton.jit(do_not_specialize=["NQ", "n_front"])
@@ -31,7 +40,7 @@ def _verify_merge_kernel(
     PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, so_b, so_n, so_h,
     n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
     P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
-    G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr,
+    G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr, SCORE_LSE: tl.constexpr,
 ):
     """Programs pid0 < N_HB: rows (b, i, BLOCK_H heads): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
     Everything is per row (reductions run over the split axis only), so a row's result does not depend on its
@@ -40,7 +49,7 @@ def _verify_merge_kernel(
     if pid0 >= N_HB:  # only launched with raw scores
         b = tl.program_id(2).to(tl.int64)
         _score_tile(RAW, SCORES, (pid0 - N_HB) * NQ + tl.program_id(1), b, tl.load(QSTART + b), n_front, sm_scale,
-                    HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j, G, P, BLOCK_SJ)
+                    HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j, G, P, BLOCK_SJ, SCORE_LSE)
     else:
         _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, so_b, so_n, so_h, P, D, BLOCK_D, BLOCK_H, BLOCK_S)
 

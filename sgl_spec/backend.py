@@ -169,6 +169,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         rtt = self.req_to_token_pool.req_to_token
         return torch.div(rtt[:, :: self.P][req_pool_indices.long()], self.P, rounding_mode="floor").to(torch.int32)
 
+    def page_table_source(self):
+        """(table, page_div) with ``page_table(r) == table[r] // page_div`` for every slot r, without a copy: the
+        draft page policies hand it to select_topk_pages (rows by slot, token units), which saves three launches."""
+        return self.req_to_token_pool.req_to_token[:, :: self.P], self.P
+
     def _decode_metadata(self, fb) -> _Decode:
         P = self.P
         B = fb.req_pool_indices.shape[0]
@@ -312,7 +317,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             else:
                 scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
-                                   scores=scores)
+                                   scores=scores, score_kind=self.cfg.page_score)
         return out.view(q.shape[0], -1)
 
     def _keep_verify_q(self, li: int, q4, scaling: float):

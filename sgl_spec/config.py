@@ -34,11 +34,13 @@ DEFAULT_NUM_DRAFT_STEPS = 4
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
 # Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
-DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request")
+DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request", "topk-head")
 # When the worker speculates (sgl_spec/autooff.py).
 SPECULATE_CHOICES = ("auto", "always", "never")
 # How score-driven policies combine the scores of successive verifies (sgl_spec/pagetable.py).
 SCORE_SMOOTHING = ("none", "ema", "max")
+# What a verify's page score measures (kernels/verify_attention_ref.py SCORE_KINDS): the max logit or the log-sum-exp.
+PAGE_SCORES = ("max", "lse")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -55,7 +57,8 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
     "quantspec_draft_pages": ("topk", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
-        "scores (first draft row + bonus row), 'topk-last' by the score of the last accepted token only, "
+        "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "
+        "own top-k pages by its own scores), 'topk-last' by the score of the last accepted token only, "
         "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
         "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
         "Default: topk."))),
@@ -68,7 +71,7 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),
     "quantspec_recent_share": (0.0, dict(type=float, help=(
-        "quantspec draft, score-driven pages (topk, topk-last): this share of the non-sink budget (k - sinks) goes "
+        "quantspec draft, score-driven pages (topk, topk-head, topk-last): this share of the non-sink budget (k - sinks) goes "
         "to the newest complete pages (floor(share*(k - sinks)) pages), the rest to the best-scored pages. "
         "Default: 0."))),
     "quantspec_score_smoothing": ("none", dict(choices=SCORE_SMOOTHING, help=(
@@ -77,6 +80,10 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "previous verify's scores ('max'). Default: none."))),
     "quantspec_score_ema": (0.5, dict(type=float, help=(
         "quantspec draft: weight of the history in --quantspec-score-smoothing ema, in [0, 1). Default: 0.5."))),
+    "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
+        "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
+        "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
+        "('lse': the page's attention mass, not its single best token). Default: max."))),
 }
 
 
@@ -96,6 +103,7 @@ class QuantSpecConfig:
     recent_share: float = 0.0  # score-driven policies: share of k - sinks given to the newest pages
     score_smoothing: str = "none"  # one of SCORE_SMOOTHING
     score_ema: float = 0.5  # history weight of the "ema" smoothing
+    page_score: str = "max"  # one of PAGE_SCORES: what verify_attention's page scores measure
 
     @property
     def num_verify_tokens(self) -> int:
@@ -116,6 +124,8 @@ class QuantSpecConfig:
             draft += f", recent share {self.recent_share}, score smoothing {self.score_smoothing}"
             if self.score_smoothing == "ema":
                 draft += f" (history weight {self.score_ema})"
+            if self.page_score != "max":
+                draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
                 f"speculate: {self.speculate}")
 
@@ -170,6 +180,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
         draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
         score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
+        page_score=str(opts["quantspec_page_score"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
@@ -298,14 +309,17 @@ def _check_draft_options(opts: dict, given: dict) -> None:
         raise ValueError(f"--quantspec-min-pages must be >= 1, got {opts['quantspec_min_pages']}")
     if int(opts["quantspec_sink_pages"]) < 0:
         raise ValueError(f"--quantspec-sink-pages must be >= 0, got {opts['quantspec_sink_pages']}")
-    scored = ("quantspec_recent_share", "quantspec_score_smoothing", "quantspec_score_ema")
+    scored = ("quantspec_recent_share", "quantspec_score_smoothing", "quantspec_score_ema", "quantspec_page_score")
     if (opts["quantspec_dense_draft"] or opts["quantspec_draft_pages"] == "streaming") and set(scored) & set(given):
         flag = "--" + next(k for k in scored if k in given).replace("_", "-")
-        raise ValueError(f"{flag} tunes the score-driven draft pages (topk, topk-last); it does not apply with "
+        raise ValueError(f"{flag} tunes the score-driven draft pages (topk, topk-head, topk-last); it does not apply with "
                          "--quantspec-dense-draft or --quantspec-draft-pages streaming")
     if opts["quantspec_score_smoothing"] not in SCORE_SMOOTHING:
         raise ValueError(f"--quantspec-score-smoothing must be one of {', '.join(SCORE_SMOOTHING)}, "
                          f"got {opts['quantspec_score_smoothing']}")
+    if opts["quantspec_page_score"] not in PAGE_SCORES:
+        raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
+                         f"got {opts['quantspec_page_score']}")
     if not 0.0 <= float(opts["quantspec_recent_share"]) <= 1.0:
         raise ValueError(f"--quantspec-recent-share must be in [0, 1], got {opts['quantspec_recent_share']}")
     if not 0.0 <= float(opts["quantspec_score_ema"]) < 1.0:

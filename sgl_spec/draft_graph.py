@@ -6,7 +6,8 @@ draft pass of a small model is mostly launch overhead, so drafts get graphs of t
 
 * ``DraftGraphRunner`` is SGLang's ``DecodeCudaGraphRunner`` at width 1 in DECODE mode, captured for SGLang's own
   decode batch sizes, **inside** ``backend.draft_mode`` over ``DraftStatics``: fixed-address copies of the draft
-  tensors (``window_start [B]``, and for sparse drafts ``page_ids [L, B, KCAP]`` / ``num_pages [L, B]``). The
+  tensors (``window_start [B]``, and for sparse drafts ``page_ids [L, B, KCAP]`` (``[L, B, Hkv, KCAP]`` with per-kv-head
+  tables) / ``num_pages [L, B]``). The
   backend computes its metadata inside the graph from SGLang's static input buffers and these, so a replay reads
   whatever was copied into them. ``load_batch`` copies the worker's live draft tensors (the backend's
   ``draft_state``) after SGLang filled its buffers; padded rows get ``window_start 0`` / ``num_pages 0`` (with
@@ -46,12 +47,13 @@ ENV = "SGL_SPEC_DRAFT_GRAPHS"  # debugging: "off" | "eager"; unset = CUDA graphs
 class DraftStatics:
     """Fixed-address draft tensors a captured draft graph reads (``backend.draft_mode`` keeps them by reference)."""
 
-    def __init__(self, max_bs: int, num_layers: int, kcap: Optional[int], device):
+    def __init__(self, max_bs: int, num_layers: int, kcap: Optional[int], device, heads: Optional[int] = None):
         self.window_start = torch.zeros((max_bs,), dtype=torch.int64, device=device)
         self.dense = kcap is None
         self.kcap = kcap
-        self.page_ids = None if self.dense else torch.zeros((num_layers, max_bs, kcap), dtype=torch.int32,
-                                                             device=device)
+        # per-kv-head tables (--quantspec-draft-pages topk-head): [L, max_bs, Hkv, KCAP]
+        shape = (num_layers, max_bs, kcap) if heads is None else (num_layers, max_bs, heads, kcap)
+        self.page_ids = None if self.dense else torch.zeros(shape, dtype=torch.int32, device=device)
         self.num_pages = None if self.dense else torch.zeros((num_layers, max_bs), dtype=torch.int32, device=device)
 
     def views(self, bs: int):
@@ -67,7 +69,10 @@ class DraftStatics:
         """Whether a live draft (``backend.draft_state``) has the layout these buffers were captured with."""
         if draft is None or (draft.page_ids is None) != self.dense:
             return False
-        return self.dense or tuple(draft.page_ids.shape[::2]) == (self.page_ids.shape[0], self.kcap)
+        if self.dense:
+            return True
+        got, want = draft.page_ids.shape, self.page_ids.shape
+        return len(got) == len(want) and got[0] == want[0] and tuple(got[2:]) == tuple(want[2:])
 
     def load(self, draft, raw_bs: int, bs: int) -> None:
         """Copy the live draft tensors into rows ``:raw_bs``; rows ``raw_bs:bs`` (padding) read nothing."""
@@ -116,9 +121,11 @@ class _EagerReplay(BaseCudaGraphBackend):
 class DraftGraphRunner(DecodeCudaGraphRunner):
     """SGLang's decode graph runner at width 1 in DECODE mode, captured inside the backend's draft mode."""
 
-    def __init__(self, model_runner, statics_kcap: Optional[int], eager_replay: bool = False):
+    def __init__(self, model_runner, statics_kcap: Optional[int], eager_replay: bool = False,
+                 statics_heads: Optional[int] = None):
         self._eager_replay = eager_replay
         self._statics_kcap = statics_kcap
+        self._statics_heads = statics_heads
         self.statics: Optional[DraftStatics] = None
         self.replays = 0  # draft forwards served by a graph (tests and logs read it)
         self._logged_sizes: set = set()
@@ -133,7 +140,8 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         self.capture_forward_mode = ForwardMode.DECODE
         self.capture_hidden_mode = CaptureHiddenMode.NULL
         pool = self.model_runner.token_to_kv_pool
-        self.statics = DraftStatics(self.max_bs, pool.layer_num, self._statics_kcap, self.device)
+        self.statics = DraftStatics(self.max_bs, pool.layer_num, self._statics_kcap, self.device,
+                                    self._statics_heads)
         if self._eager_replay:
             self.backend = _EagerReplay(lambda bs: self.statics.scope(self.attn_backend, bs))
         super().capture()
@@ -191,11 +199,13 @@ def capture(model_runner, pages) -> Optional[DraftGraphRunner]:
         model_runner.graph_shared_output = GraphSharedOutput(device=model_runner.device, max_rows=rows)
     before = _free_gb(model_runner)
     tic = time.perf_counter()
-    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager)
+    heads = None if pages.dense else getattr(pages, "heads", None)
+    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads)
     mem = before - _free_gb(model_runner)
     logger.info("quantspec: captured draft %s for bs=%s (%s drafts) in %.2f s, %.3f GB",
                 "forwards (eager replay, debugging)" if eager else "CUDA graphs", runner.capture_bs,
-                "dense" if kcap is None else f"sparse, KCAP={kcap}", time.perf_counter() - tic, mem)
+                "dense" if kcap is None else f"sparse, KCAP={kcap}" + (f" per kv head ({heads})" if heads else ""),
+                time.perf_counter() - tic, mem)
     runner.memory_usage_gb = mem
     return runner
 

@@ -33,5 +33,6 @@ def verify_attention(q, *args, **kw):
     return _impl("verify_attention", _use_triton(q))(q, *args, **kw)
 
 
-def select_topk_pages(scores, *args, **kw):
-    return _impl("select_topk_pages", _use_triton(scores))(scores, *args, **kw)
+def select_topk_pages(scores, num_eligible, *args, **kw):
+    # scores may be None (score-free selection: streaming pages), num_eligible never is
+    return _impl("select_topk_pages", _use_triton(num_eligible))(scores, num_eligible, *args, **kw)

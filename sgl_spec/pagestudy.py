@@ -2,7 +2,8 @@
 
 Each request names its draft page policy in ``sampling_params.custom_params["quantspec_draft"]`` with a label
 ``<policy>[+r<share>][+ema<β>|+max][@<ratio>]`` (``LABEL_KEY``), e.g. ``streaming@0.03``, ``topk@0.07``,
-``topk+r0.25+ema0.5@0.15``. A label sets the policy (``topk`` or ``streaming``), its recent share, its score
+``topk+r0.25+ema0.5@0.15``, ``topk-head@0.07``. A label sets the policy (``topk``, ``topk-head`` (per-kv-head tables)
+or ``streaming``), its recent share, its score
 smoothing and its page ratio; everything not in the label is plain (share 0, no smoothing, the server's ratio), and
 the budget rule (min/sink pages) is the server's. A request without a label gets the server's own flags as ``topk``.
 
@@ -29,8 +30,8 @@ def label_config(label: str, cfg):
     """The QuantSpecConfig of a label (see the module docstring); ValueError for a malformed one."""
     name, at, ratio = label.partition("@")
     base, *opts = name.split("+")
-    if base not in ("topk", "streaming") or (base == "streaming" and opts):
-        raise ValueError(f"quantspec draft label {label!r}: expected topk[+r<share>][+ema<β>|+max][@ratio] or "
+    if base not in ("topk", "topk-head", "streaming") or (base == "streaming" and opts):
+        raise ValueError(f"quantspec draft label {label!r}: expected topk[-head][+r<share>][+ema<β>|+max][@ratio] or "
                          "streaming[@ratio]")
     kw = dict(draft_pages=base, recent_share=0.0, score_smoothing="none")
     try:
@@ -96,12 +97,17 @@ class PerRequestPages:
         B = req_pool_indices.shape[0]
         first = self.groups[0][0] if self.groups else self._policy(None)[0]
         kcap = max([first.kcap] + [p.kcap for p, _, _ in self.groups])
+        # one layout for the batch: per kv head as soon as one label is per head (per-layer lists are broadcast)
+        heads = max([p.heads or 0 for p, _, _ in self.groups] + [0])
         dev = req_pool_indices.device
-        ids = torch.zeros((first.num_layers, B, kcap), dtype=torch.int32, device=dev)
-        count = torch.zeros((first.num_layers, B), dtype=torch.int32, device=dev)
+        L = first.num_layers
+        ids = torch.zeros((L, B, heads, kcap) if heads else (L, B, kcap), dtype=torch.int32, device=dev)
+        count = torch.zeros((L, B), dtype=torch.int32, device=dev)
         for pol, _, rows in self.groups:
             i, c = pol.for_round(req_pool_indices[rows], window_start[rows], has_pages[rows])
-            ids[:, rows, : i.shape[-1]] = i.to(ids.dtype)
+            if heads and not pol.per_head:
+                i = i.unsqueeze(2)
+            ids[:, rows, ..., : i.shape[-1]] = i.to(ids.dtype)
             count[:, rows] = c.to(count.dtype)
         return ids, count
 

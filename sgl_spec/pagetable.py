@@ -28,7 +28,6 @@ import math
 import torch
 
 from sgl_spec import ops
-from sgl_spec.kernels.select_topk_pages_ref import page_counts
 from sgl_spec.pagestudy import PerRequestPages
 
 
@@ -51,9 +50,13 @@ class StreamingPages:
     whole batch, so a request that has just been prefilled would turn every running request of its batch dense for a
     round (a bandwidth spike whenever a request joins), or need a page list of capacity MAXP per request. It concerns
     one round of γ tokens; recency is the natural prior without scores, and it keeps that round the same for all
-    sparse policies, so they differ only where they are meant to."""
+    sparse policies, so they differ only where they are meant to.
+
+    Every selection is one ``select_topk_pages`` launch (streaming = no scores, recent share 1), reading the page
+    table straight from ``req_to_token`` by slot (``backend.page_table_source``): no other device op."""
 
     dense = False
+    per_head = False  # True: one page list per kv head (TopkHeadPages), tables [L, slots, Hkv, KCAP]
 
     def __init__(self, backend):
         cfg = backend.cfg
@@ -69,26 +72,38 @@ class StreamingPages:
         self.num_layers = L
         # Fixed capacity (CUDA graphs): the largest budget any request can get.
         self.kcap = min(self.max_pages, max(cfg.min_pages, cfg.sink_pages, math.ceil(cfg.topk_ratio * self.max_pages)))
-        self.ids = torch.zeros((L, slots, self.kcap), dtype=torch.int32, device=dev)
+        # kv heads of a per-head table (None: one list per layer and request)
+        self.heads = self._kv_heads(backend) if self.per_head else None
+        self.ids = torch.zeros(self._table_shape(L, slots), dtype=torch.int32, device=dev)
         self.count = torch.zeros((L, slots), dtype=torch.int32, device=dev)
 
-    def recent(self, req_pool_indices, window_start):
-        """([L, B, KCAP], [L, B]): logical pages 0 … sinks-1 and the newest k - sinks complete pages."""
-        rpi = req_pool_indices.long()
-        n, sinks, k = page_counts(torch.div(window_start, self.P, rounding_mode="floor"), self.max_pages,
-                                  self.ratio, self.min_pages, self.sink_pages, self.kcap)
-        j = torch.arange(self.kcap, device=rpi.device)
-        logical = torch.where(j < sinks.unsqueeze(1), j, (n - k).unsqueeze(1) + j)
-        table = self.backend.page_table(rpi)
-        ids = table.gather(1, logical.clamp(0, table.shape[1] - 1))
-        ids = torch.where(j < k.unsqueeze(1), ids, torch.zeros_like(ids))
-        L = self.num_layers
-        return ids.unsqueeze(0).expand(L, -1, -1), k.to(torch.int32).unsqueeze(0).expand(L, -1)
+    @staticmethod
+    def _kv_heads(backend):
+        if getattr(backend, "page_scores", None) is not None:
+            return backend.page_scores.shape[2]
+        return backend.token_to_kv_pool.head_num
+
+    def _table_shape(self, L, B):
+        return (L, B, self.heads, self.kcap) if self.per_head else (L, B, self.kcap)
+
+    def _select(self, scores, req_pool_indices, num_tokens, out_ids, out_count, **kw):
+        """select_topk_pages with this policy's budget; ``num_tokens [B]``: tokens before the pages' end (÷ P)."""
+        src = getattr(self.backend, "page_table_source", None)
+        if src is not None:
+            table, div = src()
+            trows = req_pool_indices
+        else:  # a backend without req_to_token (unit tests): its page table by batch row, in token units
+            table, div, trows = self.backend.page_table(req_pool_indices).long() * self.P, self.P, None
+        return ops.select_topk_pages(scores, num_tokens, table, self.ratio, self.min_pages, self.sink_pages,
+                                     out_ids, out_count, per_head=self.per_head, table_rows=trows, page_div=div, **kw)
 
     def for_round(self, req_pool_indices, window_start, has_pages):
-        """(page_ids [L, B, KCAP], num_pages [L, B]) for ``backend.draft_mode``."""
-        ids, count = self.recent(req_pool_indices, window_start)
-        return ids.contiguous(), count.contiguous()
+        """(page_ids [L, B, KCAP] (per head: [L, B, Hkv, KCAP]), num_pages [L, B]) for ``backend.draft_mode``:
+        logical pages 0 … sinks-1 and the newest k - sinks complete pages before ``window_start``."""
+        L, B = self.num_layers, req_pool_indices.shape[0]
+        ids = torch.empty(self._table_shape(L, B), dtype=torch.int32, device=self.ids.device)
+        count = torch.empty((L, B), dtype=torch.int32, device=self.ids.device)
+        return self._select(None, req_pool_indices, window_start, ids, count, recent_share=1.0)
 
     def after_verify(self, req_pool_indices, window_start, new_seq_lens):
         pass
@@ -99,9 +114,10 @@ class TopkPages(StreamingPages):
 
     The selection for the next round uses ``num_eligible = new_seq_len // P`` (the pages before the next round's hot
     page). The verify scored pages ``< window_start // P`` only; the one page the window itself completed (if any)
-    has no score and is always taken (score +inf): it is the most recent context, the one a draft needs most.
+    has no score and is always taken (score +inf, select_topk_pages' ``num_scored``): it is the most recent context,
+    the one a draft needs most.
 
-    Two options (same budget k, still ``select_topk_pages``' rule, sinks included):
+    Two options (same budget k, still ``select_topk_pages``' rule, sinks included), both inside the same launch:
 
     * ``recent_share`` (``--quantspec-recent-share``): the newest ``r = floor(share·(k - sinks))`` complete pages are
       forced in (+inf, like the completed page, which is the newest of them), the other ``k - sinks - r`` are the
@@ -111,7 +127,11 @@ class TopkPages(StreamingPages):
       ``ema``: ``β·history + (1-β)·this verify`` (β = ``--quantspec-score-ema``), or ``max``: the max of this and the
       previous verify's scores, so a page that mattered a round ago is not dropped on one noisy round. Pages the
       previous verify did not score (new pages; every page of a request's first verify) use this verify's score.
-      The history lives per request slot ([L, slots, MAXP] fp32, reset on a slot's first round after prefill)."""
+      The history lives per request slot ([L, slots, 1, MAXP] fp32 + its length [L, slots, 1], reset on a slot's
+      first round after prefill).
+
+    Per round: ``for_round`` = one launch (streaming pages into the slots of requests without a verify yet, which
+    also resets their history) + two gathers; ``after_verify`` = one launch writing the slots' tables in place."""
 
     def __init__(self, backend):
         super().__init__(backend)
@@ -119,72 +139,32 @@ class TopkPages(StreamingPages):
         self.recent_share = float(getattr(cfg, "recent_share", 0.0))
         self.smoothing = getattr(cfg, "score_smoothing", "none")
         self.beta = float(getattr(cfg, "score_ema", 0.5))
-        # forced recent pages per row: at most floor(share * KCAP) (k <= KCAP), and the completed page
-        self._share = torch.full((), self.recent_share, dtype=torch.float32, device=self.ids.device)
-        self.force_width = max(1, min(self.max_pages, math.floor(float(self._share) * self.kcap)))
         self.hist = self.hist_n = None
         if self.smoothing != "none":
-            slots, dev = self.ids.shape[1], self.ids.device
-            self.hist = torch.zeros((self.num_layers, slots, self.max_pages), dtype=torch.float32, device=dev)
-            self.hist_n = torch.zeros((slots,), dtype=torch.int64, device=dev)  # scored pages held in hist
+            L, slots, dev = self.num_layers, self.ids.shape[1], self.ids.device
+            G = self.heads or 1
+            self.hist = torch.zeros((L, slots, G, self.max_pages), dtype=torch.float32, device=dev)
+            self.hist_n = torch.zeros((L, slots, G), dtype=torch.int32, device=dev)  # scored pages held in hist
+
+    def _history(self):
+        return dict(hist=self.hist, hist_n=self.hist_n, smoothing=self.smoothing, ema=self.beta)
 
     def for_round(self, req_pool_indices, window_start, has_pages):
+        # a request's first round (not verified yet): streaming pages into its slot; its slot's history belonged to
+        # an earlier request and is reset by the same launch
+        self._select(None, req_pool_indices, window_start, self.ids, self.count, rows=req_pool_indices,
+                     skip=has_pages, recent_share=1.0, **self._history())
         rpi = req_pool_indices.long()
-        if self.hist_n is not None:  # a request's first round: its slot's history belongs to an earlier request
-            self.hist_n[rpi] = torch.where(has_pages, self.hist_n[rpi], torch.zeros_like(self.hist_n[rpi]))
-        recent, k = self.recent(rpi, window_start)  # not verified yet (first round after prefill)
-        ids = torch.where(has_pages.view(1, -1, 1), self.ids[:, rpi], recent)
-        count = torch.where(has_pages.view(1, -1), self.count[:, rpi], k)
-        return ids.contiguous(), count.contiguous()
+        return self.ids[:, rpi], self.count[:, rpi]
 
     def _score(self, req_pool_indices, window_start, new_seq_lens):
         """Page scores [L, B, Hkv, MAXP] of this verify's batch rows (the verify wrote them already)."""
         return self.backend.page_scores[:, : req_pool_indices.shape[0]]
 
-    def _smooth(self, scores, rpi, j):
-        """[L, B, 1, MAXP]: the head-summed scores of pages < j (this verify's), combined with the slot's history."""
-        total = scores.sum(dim=2)  # [L, B, MAXP]; entries >= j are stale and never selected (forced or ineligible)
-        prev, prev_n = self.hist[:, rpi], self.hist_n[rpi]
-        old = (torch.arange(total.shape[-1], device=rpi.device) < prev_n.unsqueeze(1)).unsqueeze(0)  # [1, B, MAXP]
-        if self.smoothing == "ema":
-            mixed = torch.where(old, self.beta * prev + (1.0 - self.beta) * total, total)
-            self.hist[:, rpi] = mixed
-        else:  # max of two verifies: the history is the previous verify's own scores
-            mixed = torch.where(old, torch.maximum(prev, total), total)
-            self.hist[:, rpi] = total
-        self.hist_n[rpi] = j
-        return mixed.unsqueeze(2)
-
     def after_verify(self, req_pool_indices, window_start, new_seq_lens):
-        B = req_pool_indices.shape[0]
-        rpi = req_pool_indices.long()
         scores = self._score(req_pool_indices, window_start, new_seq_lens)
-        j = torch.div(window_start, self.P, rounding_mode="floor").long()
-        n_next = torch.div(new_seq_lens, self.P, rounding_mode="floor").long()
-        if self.hist is not None:
-            scores = self._smooth(scores, rpi, j)
-        _, sinks, k = page_counts(n_next, self.max_pages, self.ratio, self.min_pages, self.sink_pages, self.kcap)
-        r = torch.floor(self._share * (k - sinks).float()).long()
-        forced = torch.maximum(r, (n_next > j).long())  # the completed page (if any) is page n_next - 1
-        # Forced pages n_next-1, n_next-2, … get +inf in every head (the stale heads of the completed page may hold
-        # anything). A gather/scatter of the static width W touches W pages per row, not all MAXP; slots past a
-        # row's `forced` rewrite slot 0's page with slot 0's value, so duplicate indices always agree.
-        w = torch.arange(self.force_width, device=rpi.device)
-        on = w.unsqueeze(0) < forced.unsqueeze(1)  # [B, W]
-        idx = torch.where(on, n_next.unsqueeze(1) - 1 - w, (n_next - 1).unsqueeze(1)).clamp(0, self.max_pages - 1)
-        L, _, H, _ = scores.shape
-        idx4 = idx.view(1, B, 1, -1).expand(L, B, H, -1)
-        cur = scores.gather(-1, idx4)
-        first = on[:, :1].view(1, B, 1, 1)
-        val = torch.where(on.view(1, B, 1, -1) | first, torch.full_like(cur, float("inf")), cur[..., :1])
-        scores.scatter_(-1, idx4, val)
-        ids, count = ops.select_topk_pages(
-            scores, n_next, self.backend.page_table(rpi), self.ratio, self.min_pages, self.sink_pages,
-            out_ids=torch.empty((L, B, self.kcap), dtype=torch.int32, device=rpi.device),
-            out_count=torch.empty((L, B), dtype=torch.int32, device=rpi.device),
-        )
-        self.ids[:, rpi] = ids
-        self.count[:, rpi] = count
+        self._select(scores, req_pool_indices, new_seq_lens, self.ids, self.count, rows=req_pool_indices,
+                     num_scored=window_start, recent_share=self.recent_share, **self._history())
 
 
 class TopkLastPages(TopkPages):
@@ -209,11 +189,21 @@ class TopkLastPages(TopkPages):
             # The ring still holds the verify's K/V and the pages it completed are quantized: this row attends (and
             # scores pages < pos // P) exactly as it did inside the verify.
             ops.verify_attention(q, pool.page_store(lid), table, pos, hot_k, hot_v, slots, be.verify_scale[li],
-                                 scores=scores[li])
+                                 scores=scores[li], score_kind=getattr(be.cfg, "page_score", "max"))
         return scores
 
 
-POLICIES = {"topk": TopkPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
+class TopkHeadPages(TopkPages):
+    """``topk-head``: every kv head of every layer gets its own top-k pages, ranked by its own score only (the sum
+    over its query-head group of the max over the two score rows: ``page_scores[l, b, h]`` as the verify writes it),
+    instead of one list per layer ranked by the sum over all kv heads. Same budget k per head (sinks, forced
+    completed / recent pages, smoothing per head), so a draft reads as many pages as with ``topk``; GQA heads that
+    attend to different pages each get theirs. draft_decode reads ``page_ids[b, h]`` (tables [L, B, Hkv, KCAP])."""
+
+    per_head = True
+
+
+POLICIES = {"topk": TopkPages, "topk-head": TopkHeadPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
             "per-request": PerRequestPages}
 
 

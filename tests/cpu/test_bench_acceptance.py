@@ -146,3 +146,23 @@ def test_smoke_run(tmp_path):
     assert doc["outputs"] == {"prompts": 2, "identical_across_configs": 2}
     lines = [x for x in proc.stdout.splitlines() if " α=" in x]
     assert len(lines) == 3, proc.stdout
+
+
+def test_topk_head_and_lse_policies():
+    """topk-head shares the per-request server; +lse configurations get per-request servers of their own kind."""
+    a = ba.parse_args(["--device", "cuda", "--grid", "select", "--policies", "topk,topk-head,topk+lse,topk-head+lse",
+                       "--gammas", "2,4"])
+    cfgs = ba.grid(a)
+    assert len(cfgs) == 2 * 4 * 3
+    todo = ba.jobs(a, cfgs)
+    assert len(todo) == 4 and all(j["shared"] and len(j["configs"]) == 6 for j in todo)
+    for j in todo:
+        kinds = {ba.page_score(c) for c in j["configs"]}
+        assert len(kinds) == 1
+        args = ba.server_args(a, j["configs"][0], 4096, shared=True)
+        assert ("--quantspec-page-score" in args) == (kinds == {"lse"})
+        if kinds == {"lse"}:
+            assert args[args.index("--quantspec-page-score") + 1] == "lse"
+    assert ba.label(dict(policy="topk-head+lse+r0.25", ratio=0.07)) == "topk-head+r0.25@0.07"
+    assert ba.policy_flags("topk-head+lse")[:2] == ["--quantspec-draft-pages", "topk-head"]
+    assert ba.policy_flags("topk-head+lse")[-2:] == ["--quantspec-page-score", "lse"]

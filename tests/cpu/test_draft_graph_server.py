@@ -78,3 +78,16 @@ def test_eager_replayed_dense_draft_graphs_are_lossless(tiny_llama_fp32, int8_re
         got, _ = _run(srv, IDX)
         assert _replays(srv) >= 1
     assert got == [int8_ref[i] for i in IDX]
+
+
+def test_eager_replayed_per_head_draft_graphs_are_lossless(tiny_llama_fp32, int8_ref):
+    """--quantspec-draft-pages topk-head (lse page scores): the draft statics hold per-kv-head tables."""
+    args = SPEC_ARGS + ["--quantspec-draft-pages", "topk-head", "--quantspec-page-score", "lse"] + CAPTURE
+    with launch_server(tiny_llama_fp32, args, env=EAGER_REPLAY) as srv:
+        assert "per kv head (" in srv.log_path.read_text(errors="replace")
+        got, _ = _run(srv, IDX)
+        with ThreadPoolExecutor(16) as ex:
+            conc = list(ex.map(lambda i: _gen(srv, PROMPTS[i])["output_ids"], range(16)))
+        assert _replays(srv) >= 2, srv.log_tail()
+    assert got == [int8_ref[i] for i in IDX]
+    assert conc == [int8_ref[i] for i in range(16)]

@@ -292,3 +292,23 @@ def test_every_policy_is_lossless_in_the_server(tiny_llama_fp32):
             got = [_generate(srv, p, labels[i] if policy == "per-request" else None) for i, p in enumerate(prompts)]
         assert [g["output_ids"] for g in got] == ref, policy
         assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got), policy
+
+
+@pytest.mark.server
+def test_topk_head_is_lossless_in_the_server(tiny_llama_fp32):
+    """Per-kv-head page tables (--quantspec-draft-pages topk-head, and topk-head labels mixed with per-layer ones in a
+    per-request server): greedy output identical to the INT8-only mode."""
+    prompts = _prompts()
+    with launch_server(tiny_llama_fp32, COMMON + ["--attention-backend", "quantspec"]) as srv:
+        ref = [_generate(srv, p)["output_ids"] for p in prompts]
+    labels = ["topk-head+r0.25+max@0.5", "topk@0.3", "topk-head+ema0.5@0.2", "streaming@0.3"]
+    for policy, extra in (("topk-head", ["--quantspec-score-smoothing", "max"]), ("per-request", [])):
+        args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio", "0.3",
+                         "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy, "--quantspec-speculate",
+                         "always", *extra]
+        with launch_server(tiny_llama_fp32, args) as srv:
+            got = [_generate(srv, p, labels[i] if policy == "per-request" else None) for i, p in enumerate(prompts)]
+            log = srv.log_path.read_text(errors="replace")
+        assert [g["output_ids"] for g in got] == ref, policy
+        assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got), policy
+        assert "topk-head pages" in log or policy == "per-request", log[-2000:]

@@ -173,7 +173,7 @@ def test_options_from_the_config():
     assert "recent share 0.25, score smoothing ema (history weight 0.6)" in cfg.describe()
     be = Backend(share=0.25, smoothing="ema", beta=0.6)
     pages = pagetable.draft_pages(be)
-    assert pages.hist.shape == (L, SLOTS, MAXP) and pages.force_width == max(1, math.floor(0.25 * pages.kcap))
+    assert pages.hist.shape == (L, SLOTS, 1, MAXP) and pages.hist_n.shape == (L, SLOTS, 1)
     assert pagetable.draft_pages(Backend()).hist is None  # no history without smoothing
 
 
@@ -263,3 +263,91 @@ def test_per_request_labels_pick_what_each_policy_alone_picks():
         # next round: batch reversed (rows follow their requests)
         perm = torch.tensor([3, 2, 1, 0])
         rpi, ws, order = rpi[perm], new[perm], [order[int(p)] for p in perm]
+
+
+# ---- per-kv-head tables (--quantspec-draft-pages topk-head) ---------------------------------------------------------
+@pytest.mark.parametrize("share,smoothing", [(0.0, "none"), (0.25, "max"), (0.5, "ema")])
+def test_topk_head_selects_per_kv_head(share, smoothing):
+    """Every kv head's list is what the per-layer oracle picks from that head's scores alone (and its own history)."""
+    be = Backend(share=share, smoothing=smoothing, beta=0.75)
+    be.cfg.draft_pages = "topk-head"
+    pages = pagetable.POLICIES["topk-head"](be)
+    assert pages.per_head and pages.ids.shape == (L, SLOTS, H, pages.kcap)
+    g = torch.Generator().manual_seed(8)
+    rpi = torch.tensor([3, 0, 4])
+    ws1 = torch.tensor([22 * P - 2, 13 * P + 1, 9 * P])
+    new1 = ws1 + torch.tensor([3, 2, 1])  # request 0 completes page 21
+    raw1, raw2 = torch.randn(L, 3, H, MAXP, generator=g), torch.randn(L, 3, H, MAXP, generator=g)
+    ids, count = pages.for_round(rpi, ws1, torch.tensor([False] * 3))
+    assert ids.shape == (L, 3, H, pages.kcap)
+    for h in range(1, H):  # first round: streaming pages, the same for every head
+        assert torch.equal(ids[:, :, h], ids[:, :, 0])
+    run_round(be, pages, rpi, ws1, new1, raw1, torch.tensor([False] * 3))
+    ws2, new2 = new1, new1 + torch.tensor([1, 4, 2])
+    run_round(be, pages, rpi, ws2, new2, raw2, torch.tensor([True] * 3))
+    ids, count = pages.for_round(rpi, new2, torch.ones(3, dtype=torch.bool))
+    differ = 0
+    for l in range(L):
+        for b in range(3):
+            prev_n, j, n_next = int(ws1[b]) // P, int(ws2[b]) // P, int(new2[b]) // P
+            k = int(count[l, b])
+            assert k == budget(n_next)
+            table = be.table[int(rpi[b])].tolist()
+            lists = []
+            for h in range(H):
+                t1, t2 = raw1[l, b, h].tolist(), raw2[l, b, h].tolist()
+                if smoothing == "none":
+                    comb = t2
+                else:
+                    comb = [(0.75 * t1[p] + 0.25 * t2[p] if smoothing == "ema" else max(t1[p], t2[p]))
+                            if p < prev_n else t2[p] for p in range(MAXP)]
+                got = [table.index(int(i)) for i in ids[l, b, h, :k]]
+                assert got == oracle(comb, n_next, j, share), (l, b, h)
+                assert (ids[l, b, h, k:] == 0).all()
+                lists.append(got)
+            differ += lists[0] != lists[1]
+    assert differ > 0  # the heads really choose differently
+
+
+def test_per_request_mixes_per_head_and_per_layer_labels():
+    """A batch with a topk-head label and a topk label: per-head layout, the per-layer rows broadcast over heads."""
+    import dataclasses as dc
+
+    @dc.dataclass(frozen=True)
+    class Cfg:
+        page_size: int = P
+        topk_ratio: float = 0.5
+        min_pages: int = 2
+        sink_pages: int = 1
+        dense_draft: bool = False
+        draft_pages: str = "per-request"
+        recent_share: float = 0.0
+        score_smoothing: str = "none"
+        score_ema: float = 0.5
+
+    be = Backend()
+    be.cfg = Cfg()
+    pages = pagetable.draft_pages(be)
+    reqs = [SimpleNamespace(sampling_params=SimpleNamespace(custom_params={"quantspec_draft": lb}))
+            for lb in ("topk-head@0.5", "topk@0.5")]
+    g = torch.Generator().manual_seed(9)
+    rpi, ws = torch.tensor([1, 2]), torch.tensor([20 * P + 1, 15 * P + 2])
+    new = ws + 1
+    pages.assign(reqs)
+    pages.for_round(rpi, ws, torch.tensor([False, False]))
+    raw = torch.randn(L, 2, H, MAXP, generator=g)
+    be.page_scores.fill_(float("nan"))
+    for b in range(2):
+        be.page_scores[:, b, :, : int(ws[b]) // P] = raw[:, b, :, : int(ws[b]) // P]
+    pages.after_verify(rpi, ws, new)
+    ids, count = pages.for_round(rpi, new, torch.tensor([True, True]))
+    assert ids.shape[:3] == (L, 2, H)
+    for l in range(L):
+        n = int(new[0]) // P
+        for h in range(H):
+            got = [be.table[1].tolist().index(int(i)) for i in ids[l, 0, h, : int(count[l, 0])]]
+            assert got == oracle(raw[l, 0, h].tolist(), n, n, 0.0)
+        assert torch.equal(ids[l, 1, 0], ids[l, 1, 1])  # per-layer label: one list, broadcast
+        n = int(new[1]) // P
+        got = [be.table[2].tolist().index(int(i)) for i in ids[l, 1, 0, : int(count[l, 1])]]
+        assert got == oracle((raw[l, 1, 0] + raw[l, 1, 1]).tolist(), n, n, 0.0)

@@ -10,7 +10,7 @@ Tolerances: the refs compute in fp32 from the dequantized views; a Triton kernel
 softmax weights to bf16 for tensor-core dots (2^-9 relative each) and rounds the output to bf16 (2^-9), so with
 |out| <~ 4 the expected error is a few 1e-3; 2e-2 (abs + rel) separates that from a wrong page/head/mask/scale
 (errors of order 0.1-1). Page scores are sums over 4 query heads of maxima of logits (|s| <~ 15) whose bf16
-rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2.
+rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2 (lse scores, sums of G page log-sum-exps: the same).
 """
 import math
 
@@ -96,7 +96,7 @@ def _close(got, want, atol=ATOL, rtol=RTOL):
 @pytest.mark.parametrize("P", [64, 128])
 @pytest.mark.parametrize("ctx", [1, 63, 4097])
 @pytest.mark.parametrize("B", [1, 3, 17])
-@pytest.mark.parametrize("mode", ["dense", "dense_2hot", "sparse"])
+@pytest.mark.parametrize("mode", ["dense", "dense_2hot", "sparse", "sparse_head"])
 def test_draft_decode(B, ctx, P, mode):
     tri, ref = _kernels("draft_decode")
     gen = torch.Generator().manual_seed(B * 100003 + ctx * 7 + P)
@@ -108,19 +108,22 @@ def test_draft_decode(B, ctx, P, mode):
     hot_start = [m * P for m in nq]
     hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
     ids = bt.page_table
-    if mode == "sparse":  # sink page 0 + a random subset in random order: the kernel must not assume sorted ids
-        rows = torch.zeros_like(bt.page_table, device="cpu")
+    if mode.startswith("sparse"):  # sink page 0 + a random subset in random order: the kernel must not assume sorted ids
+        heads = HKV if mode == "sparse_head" else 1  # sparse_head: one list per kv head, [B, Hkv, KCAP]
+        rows = torch.zeros((B, heads, bt.page_table.shape[1]), dtype=bt.page_table.dtype)
         for b, m in enumerate(nq):
             if m == 0:
                 rows[b] = bt.page_table[b, -1].item()
                 continue
             k = min(m, max(1, math.ceil(0.3 * m)))
-            pick = torch.cat([torch.zeros(1, dtype=torch.long), torch.randperm(m - 1, generator=gen)[: k - 1] + 1])[:k]
-            pick = pick[torch.randperm(len(pick), generator=gen)]
-            rows[b, :k] = bt.page_table[b, pick.to("cuda")].cpu()
-            rows[b, k:] = bt.page_table[b, -1].item()  # past the list: the poison page
+            for h in range(heads):
+                pick = torch.cat([torch.zeros(1, dtype=torch.long),
+                                  torch.randperm(m - 1, generator=gen)[: k - 1] + 1])[:k]
+                pick = pick[torch.randperm(len(pick), generator=gen)]
+                rows[b, h, :k] = bt.page_table[b, pick.to("cuda")].cpu()
+                rows[b, h, k:] = bt.page_table[b, -1].item()  # past the list: the poison page
             nq[b] = k
-        ids = rows.to("cuda")
+        ids = (rows if heads > 1 else rows[:, 0]).contiguous().to("cuda")
     q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
     args = (q, bt.store, ids, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
     out = torch.full_like(q, float("nan"))
@@ -151,6 +154,15 @@ def test_verify_attention(B, ctx, P, nq):
     out2 = torch.full_like(q, float("nan"))
     tri(*args, out=out2)  # scores off: the same attention
     _close(out2, want)
+    # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    sc_ref = sc.clone()
+    out3 = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out3, score_kind="lse")
+    ref(*args, scores=sc_ref, score_kind="lse")
+    _close(out3, want)
+    for b, s0 in enumerate((q_start // P).tolist()):
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -220,3 +232,36 @@ def test_select_topk_pages(B, ctx, P):
     ids_ref, cnt_ref = ref(*args, out_ids=torch.zeros_like(ids), out_count=torch.zeros_like(cnt))
     assert torch.equal(cnt, cnt_ref)
     assert torch.equal(ids, ids_ref)  # the rule (ascending logical order, ties to the lower page) is exact
+
+
+@pytest.mark.parametrize("smoothing", ["none", "ema", "max"])
+@pytest.mark.parametrize("per_head", [False, True])
+@pytest.mark.parametrize("B", [1, 17])
+def test_select_topk_pages_policy_options(B, per_head, smoothing):
+    """The draft page policies' launch (sgl_spec/pagetable.py): req_to_token-like token table read by slot, token
+    counts, unscored (completed) pages, a recent share, a score history, skipped rows; per layer or per kv head."""
+    tri, ref = _kernels("select_topk_pages")
+    gen = torch.Generator().manual_seed(B * 5 + per_head * 3 + len(smoothing))
+    L, P, maxp, slots = 32, 64, 70, B + 5
+    G = HKV if per_head else 1
+    rows = torch.randperm(slots, generator=gen)[:B].to("cuda")
+    new_len = torch.randint(1, maxp * P, (B,), generator=gen)
+    new_len[0] = maxp * P - 3
+    win = (new_len - torch.randint(1, 9, (B,), generator=gen)).clamp(min=0)  # some windows complete a page
+    scores = torch.randn(L, B, HKV, maxp, generator=gen).to("cuda")
+    rtt = torch.randint(0, 1 << 24, (slots, maxp * P), generator=gen).to("cuda", torch.int32)
+    hist = torch.randn(L, slots, G, maxp, generator=gen).to("cuda")
+    hist_n = torch.randint(0, maxp, (L, slots, G), generator=gen).to("cuda", torch.int32)
+    skip = (torch.rand(B, generator=gen) < 0.25).to("cuda")
+    shape = (L, slots, G, 12) if per_head else (L, slots, 12)
+    outs = []
+    for fn in (tri, ref):
+        ids = torch.full(shape, -7, dtype=torch.int32, device="cuda")
+        cnt = torch.full((L, slots), -1, dtype=torch.int32, device="cuda")
+        h, hn = hist.clone(), hist_n.clone()
+        fn(scores, new_len.to("cuda"), rtt[:, ::P], 0.07, 4, 1, ids, cnt, per_head=per_head, rows=rows,
+           table_rows=rows, page_div=P, num_scored=win.to("cuda"), recent_share=0.25, skip=skip, hist=h, hist_n=hn,
+           smoothing=smoothing, ema=0.6)
+        outs.append((ids, cnt, h, hn))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)

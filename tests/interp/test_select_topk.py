@@ -111,3 +111,88 @@ def test_defaults_and_garbage_independence(device):
     assert torch.equal(ids, ids2) and torch.equal(cnt, cnt2)
     ids_r, cnt_r = select_topk_pages_ref(scores, num_eligible, page_table, 0.3, 2, 1)
     assert torch.equal(ids.cpu(), ids_r) and torch.equal(cnt.cpu(), cnt_r)
+
+
+# ---- policy options: slot rows, token units, unscored pages, recent share, smoothing, skip, per head -------------
+OPT_CASES = [
+    # L, B, H, MAXP, KCAP, ratio, min_pages, sink_pages, share, smoothing, per_head
+    (2, 3, 2, 37, 9, 0.2, 2, 1, 0.0, "none", False),
+    (3, 5, 2, 21, 6, 0.3, 1, 0, 0.5, "ema", False),
+    (1, 4, 3, 50, 11, 0.1, 3, 2, 0.25, "max", False),
+    (2, 3, 2, 19, 5, 0.3, 2, 1, 0.5, "ema", True),
+    (1, 2, 4, 70, 8, 0.07, 4, 1, 1.0, "max", True),
+    (2, 3, 3, 9, 3, 0.5, 1, 1, 0.0, "none", True),
+]
+
+
+def _opt_inputs(L, B, H, MAXP, KCAP, per_head, seed, P=4):
+    gen = torch.Generator().manual_seed(seed)
+    R = B + 3  # more slots than requests: rows scatter into them
+    rows = torch.randperm(R, generator=gen)[:B]
+    tokens = torch.randint(0, MAXP * P + P, (B,), generator=gen)  # beyond MAXP pages too (clipped)
+    tokens[0] = MAXP * P - 1
+    scored_tok = (tokens - torch.randint(0, 2 * P, (B,), generator=gen)).clamp(min=-3)  # some unscored pages
+    scores = torch.round(torch.randn(L, B, H, MAXP, generator=gen) * 4) / 4  # ties
+    for b in range(B):
+        scores[:, b, :, max(int(scored_tok[b]) // P, 0):] = float("nan")  # unscored: never read
+    slots_tok = torch.randperm(R * MAXP * 2, generator=gen)[: R * MAXP].view(R, MAXP) * P + 1  # token slots
+    G = H if per_head else 1
+    hist = torch.randn(L, R, G, MAXP + 2, generator=gen)
+    hist_n = torch.randint(0, MAXP + 1, (L, R, G), generator=gen).to(torch.int32)
+    ids = torch.full((L, R, G, KCAP) if per_head else (L, R, KCAP), POISON, dtype=torch.int32)
+    cnt = torch.full((L, R), POISON, dtype=torch.int32)
+    skip = torch.rand(B, generator=gen) < 0.3
+    return dict(scores=scores, tokens=tokens, scored=scored_tok, table=slots_tok, rows=rows, hist=hist,
+                hist_n=hist_n, ids=ids, cnt=cnt, skip=skip, P=P)
+
+
+def _run_opts(fn, x, dev, ratio, min_pages, sink_pages, share, smoothing, per_head, with_scores, use_skip):
+    t = {k: (v.clone().to(dev) if torch.is_tensor(v) else v) for k, v in x.items()}
+    fn(t["scores"] if with_scores else None, t["tokens"], t["table"], ratio, min_pages, sink_pages, t["ids"],
+       t["cnt"], per_head=per_head, rows=t["rows"], table_rows=t["rows"], page_div=t["P"], num_scored=t["scored"],
+       recent_share=share, skip=t["skip"] if use_skip else None, hist=t["hist"], hist_n=t["hist_n"],
+       smoothing=smoothing, ema=0.7)
+    return {k: t[k].cpu() for k in ("ids", "cnt", "hist", "hist_n")}
+
+
+@pytest.mark.parametrize("with_scores,use_skip", [(True, False), (True, True), (False, True)])
+@pytest.mark.parametrize("L,B,H,MAXP,KCAP,ratio,min_pages,sink_pages,share,smoothing,per_head", OPT_CASES)
+def test_options_kernel_matches_ref(L, B, H, MAXP, KCAP, ratio, min_pages, sink_pages, share, smoothing, per_head,
+                                    with_scores, use_skip, device):
+    x = _opt_inputs(L, B, H, MAXP, KCAP, per_head, seed=L * 7 + MAXP)
+    args = (ratio, min_pages, sink_pages, share, smoothing, per_head, with_scores, use_skip)
+    ref = _run_opts(select_topk_pages_ref, x, "cpu", *args)
+    got = _run_opts(select_topk_pages, x, device, *args)
+    for k in ref:
+        assert torch.equal(got[k], ref[k]), k
+    # rows not in the batch and skipped rows are untouched
+    touched = torch.zeros(x["ids"].shape[1], dtype=torch.bool)
+    touched[x["rows"][~x["skip"]] if use_skip else x["rows"]] = True
+    assert (ref["cnt"][:, ~touched] == POISON).all() and (ref["cnt"][:, touched] != POISON).all()
+    assert torch.equal(ref["hist_n"][:, ~touched], x["hist_n"][:, ~touched])
+
+
+def test_options_oracle_one_row():
+    """The ref's options against the rule written per page: tokens -> pages, unscored + recent pages forced, ema."""
+    L, B, H, MAXP, KCAP = 1, 1, 2, 30, 10
+    x = _opt_inputs(L, B, H, MAXP, KCAP, False, seed=3)
+    P, share, beta = x["P"], 0.5, 0.7
+    x["tokens"][0], x["scored"][0] = 26 * P + 1, 25 * P - 2  # n = 26, scored = 24: pages 24, 25 unscored
+    x["skip"][0] = False
+    x["scores"][0, 0, :, 24:] = float("nan")
+    x["hist_n"][0, x["rows"][0], 0] = 11
+    out = _run_opts(select_topk_pages_ref, x, "cpu", 0.3, 2, 1, share, "ema", False, True, False)
+    n, scored, row = 26, 24, int(x["rows"][0])
+    k = max(min(n, max(2, math.ceil(float(np.float32(0.3) * np.float32(n))))), 1)  # 8
+    total = [float(np.float32(x["scores"][0, 0, 0, j]) + np.float32(x["scores"][0, 0, 1, j])) for j in range(scored)]
+    h = x["hist"][0, row, 0]
+    rank = [float(np.float32(beta) * h[j] + np.float32(1 - beta) * np.float32(total[j])) if j < 11 else total[j]
+            for j in range(scored)]
+    forced = max(math.floor(share * (k - 1)), n - scored)  # 3
+    newest = list(range(n - forced, n))
+    best = sorted(range(1, n - forced), key=lambda j: (-rank[j], j))[: k - 1 - forced]
+    want = sorted([0] + newest + best)
+    assert int(out["cnt"][0, row]) == k
+    assert out["ids"][0, row, :k].tolist() == [int(x["table"][row, j]) // P for j in want]
+    assert int(out["hist_n"][0, row, 0]) == scored
+    assert torch.allclose(out["hist"][0, row, 0, :scored], torch.tensor(rank))

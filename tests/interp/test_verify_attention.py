@@ -219,3 +219,48 @@ def test_row_independence(monkeypatch, impl):
         else:
             # the reference's batched einsum may sum in another order for other shapes: fp32 rounding only
             torch.testing.assert_close(single[:, 0], full[:, i], atol=1e-5, rtol=0)
+
+
+# ---- score kind "lse": per-page log-sum-exp of each score row, log-add-exp over the two rows, summed over heads ----
+def dense_lse_scores(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, score_rows):
+    """The lse score written the slow way: per request, kv head, page and query head of the group."""
+    B, NQ, Hq, D = q.shape
+    _, Hkv, P, _ = store.k_upper.shape
+    G = Hq // Hkv
+    out = {}
+    rows = sorted(set(score_rows))
+    for b in range(B):
+        for j in range(int(q_start[b]) // P):
+            i = int(page_table[b, j])
+            kk = dequant_keys_ref(store.k_upper[i], store.k_lower[i], store.k_scale[i], store.k_zero[i], False)
+            for h in range(Hkv):
+                tot = 0.0
+                for gg in range(G):
+                    lg = torch.cat([(kk[h] @ q[b, r, h * G + gg].float()) * sm_scale for r in rows])
+                    tot += float(torch.logsumexp(lg.double(), 0))
+                out[(b, h, j)] = tot
+    return out
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+@pytest.mark.parametrize("case_i", [3, 4, 5, 10, 12])
+def test_lse_scores(monkeypatch, pp, case_i):
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
+    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
+    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
+    sm_scale = 1.0 / math.sqrt(D)
+    rows = score_rows if score_rows is not None else (min(1, NQ - 1), NQ - 1)
+    q, store, pt, qs, hk, hv, hs = case
+    ref_sc = torch.full((B, Hkv, pt.shape[1]), float("nan"))
+    ref_out = verify_ref(*case, sm_scale, scores=ref_sc, score_rows=score_rows, score_kind="lse")
+    check_scores_written(ref_sc, qs, P)
+    for (b, h, j), val in dense_lse_scores(*case, sm_scale, rows).items():
+        assert abs(float(ref_sc[b, h, j]) - val) <= 1e-4 * max(1.0, abs(val)), (b, h, j)
+    sc = torch.full_like(ref_sc, float("nan"))
+    out = va.verify_attention(*case, sm_scale, scores=sc, score_rows=score_rows, score_kind="lse")
+    check_scores_written(sc, qs, P)
+    torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
+    out_max = va.verify_attention(*case, sm_scale, scores=torch.zeros_like(sc), score_rows=score_rows)
+    assert torch.equal(out, out_max)  # the score kind changes the scores only
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
