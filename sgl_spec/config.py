@@ -55,13 +55,15 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: 1."))),
     "quantspec_dense_draft": (False, dict(action="store_true", default=None, help=(
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
-    "quantspec_draft_pages": ("topk", dict(choices=DRAFT_PAGE_POLICIES, help=(
+    # Default topk-head: on pycode-30m (H100, 20 prompts 4k-15k, γ=4, 7% of pages) α 0.849 vs 0.824 for per-layer
+    # topk and 0.697 for streaming (bench/results/acceptance_head.json, acceptance_select.json).
+    "quantspec_draft_pages": ("topk-head", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
         "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "
         "own top-k pages by its own scores), 'topk-last' by the score of the last accepted token only, "
         "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
         "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
-        "Default: topk."))),
+        "Default: topk-head."))),
     "quantspec_speculate": ("auto", dict(choices=SPECULATE_CHOICES, help=(
         "quantspec: 'auto' speculates only where the cost model (measured step times on this server, α from the "
         "accept lengths) predicts a speedup over a plain INT8 decode step, and takes plain steps elsewhere; "
@@ -97,7 +99,7 @@ class QuantSpecConfig:
     sink_pages: int
     dense_draft: bool
     hot_ring_pages: int = HOT_RING_PAGES
-    draft_pages: str = "topk"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
+    draft_pages: str = "topk-head"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
     speculate: str = "auto"  # one of SPECULATE_CHOICES
     cost_model: Optional[str] = None  # path of a fitted CostModel JSON (auto mode's prior)
     recent_share: float = 0.0  # score-driven policies: share of k - sinks given to the newest pages

@@ -245,7 +245,7 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert line, proc.stdout[-2000:] + proc.stderr[-3000:]
     res = json.loads(line[0][len("RESULT "):])
-    assert res["default"] == ["topk", True, 0.0, "none", 0.5] and res["last"][:2] == ["topk-last", True]
+    assert res["default"] == ["topk-head", True, 0.0, "none", 0.5] and res["last"][:2] == ["topk-last", True]
     assert res["streaming"][:2] == ["streaming", False] and res["per-request"][:2] == ["per-request", True]
     assert res["options"] == ["topk", True, 0.25, "max", 0.5]
     assert res["options with streaming"].startswith("ValueError: --quantspec-recent-share tunes the score-driven")
