@@ -1,10 +1,13 @@
 #!/usr/bin/env python
-"""PNGs from bench/results/e2e.json, per (device, model):
+"""PNGs from bench/results/e2e.json, per (device, model). "Speedup" is ``log_speedup``: decode tok/s from the server's
+own "gen throughput" log lines over the stock BF16 row's of the same cell (e2e_results.log_speedups; the client's
+streamed-token rate saturates first on one-token-per-event modes and flatters speculation, see bench/e2e_table.py).
 
 * ``e2e_heatmap_<model>.png``: speedup over stock BF16 decoding on the batch × context grid, one panel per mode
   (spec modes at their best measured γ per cell, γ written in the cell; red < 1: slower than stock);
-* ``e2e_speedup_<model>.png``: speedup vs batch, one line per context, measured (solid) and the cost model's
-  leave-one-out prediction (dashed), one panel per mode;
+* ``e2e_speedup_<model>.png``: speedup vs batch, one line per context, server log (solid) and the client's ratio
+  (dotted, secondary), one panel per mode (the cost model's predictions are not drawn: they are fitted to the
+  client's step times);
 * ``e2e_gamma_<model>.png``: the γ sweep - speedup vs γ per (ctx, batch) cell, one panel per spec mode;
 * ``e2e_tokens_<model>.png``: speedup vs batch × context (the issue's axis), every mode at its best γ per cell, the
   best quantspec mode per cell joined by a line, the 1x / 3x targets and the 256k-token threshold marked.
@@ -17,17 +20,20 @@ import json
 import sys
 from pathlib import Path
 
+import e2e_results
+
 MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk", "spec-auto")
+S = "log_speedup"
 
 
 def _best_rows(rows):
     """Per (mode, ctx, batch): the row with the highest measured speedup (the best γ of a spec mode)."""
     best = {}
     for r in rows:
-        if r.get("status") != "ok" or r.get("speedup") is None:
+        if r.get("status") != "ok" or r.get(S) is None:
             continue
         k = (r["mode"], r["ctx"], r["batch"])
-        if k not in best or r["speedup"] > best[k]["speedup"]:
+        if k not in best or r[S] > best[k][S]:
             best[k] = r
     return best
 
@@ -40,6 +46,7 @@ def plot(json_path, out_dir) -> list[Path]:
     from matplotlib.colors import TwoSlopeNorm
 
     doc = json.loads(Path(json_path).read_text())
+    e2e_results.log_speedups(doc["rows"])  # files written before the field existed
     out_dir = Path(out_dir)
     written = []
     groups = {}
@@ -57,7 +64,7 @@ def plot(json_path, out_dir) -> list[Path]:
 
         fig, axes = plt.subplots(1, len(modes), figsize=(max(6.0, 4.2 * len(modes)), 3.6), squeeze=False)
         for ax, mode in zip(axes[0], modes):
-            grid = [[best[(mode, c, b)]["speedup"] if (mode, c, b) in best else float("nan") for b in batches]
+            grid = [[best[(mode, c, b)][S] if (mode, c, b) in best else float("nan") for b in batches]
                     for c in ctxs]
             vals = [v for row in grid for v in row if v == v]
             norm = TwoSlopeNorm(vcenter=1.0, vmin=min(vals + [0.99]), vmax=max(vals + [1.01]))
@@ -67,13 +74,13 @@ def plot(json_path, out_dir) -> list[Path]:
                     r = best.get((mode, c, b))
                     if r:
                         g = f"\nγ={r['gamma']}" if r["gamma"] else ""
-                        ax.text(j, i, f"{r['speedup']:.2f}{g}", ha="center", va="center", fontsize=7)
+                        ax.text(j, i, f"{r[S]:.2f}{g}", ha="center", va="center", fontsize=7)
             ax.set_xticks(range(len(batches)), batches)
             ax.set_yticks(range(len(ctxs)), ctxs)
             ax.set_xlabel("batch")
             ax.set_ylabel("context")
             ax.set_title(mode, fontsize=9)
-        fig.suptitle(f"decode speedup over stock SGLang BF16 - {tag}", fontsize=10)
+        fig.suptitle(f"decode speedup over stock SGLang BF16 (server-log tok/s) - {tag}", fontsize=10)
         fig.tight_layout()
         written.append(_save(fig, out_dir / f"e2e_heatmap_{stem}.png"))
 
@@ -83,14 +90,14 @@ def plot(json_path, out_dir) -> list[Path]:
                 pts = [(b, best[(mode, c, b)]) for b in batches if (mode, c, b) in best]
                 if not pts:
                     continue
-                line, = ax.plot([b for b, _ in pts], [r["speedup"] for _, r in pts], "o-", label=f"ctx {c}")
-                pred = [(b, r["predicted_speedup"]) for b, r in pts if r.get("predicted_speedup")]
-                if pred:
-                    ax.plot(*zip(*pred), "x--", color=line.get_color(), alpha=0.7)
+                line, = ax.plot([b for b, _ in pts], [r[S] for _, r in pts], "o-", label=f"ctx {c}")
+                client = [(b, r["speedup"]) for b, r in pts if r.get("speedup")]
+                if client:
+                    ax.plot(*zip(*client), "x:", color=line.get_color(), alpha=0.6)
             ax.axhline(1.0, color="gray", lw=0.8)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("batch")
-            ax.set_title(f"{mode} (dashed: cost model)", fontsize=9)
+            ax.set_title(f"{mode} (dotted: client tok/s)", fontsize=9)
             ax.legend(fontsize=7)
         axes[0][0].set_ylabel("speedup vs BF16")
         fig.suptitle(tag, fontsize=10)
@@ -100,14 +107,14 @@ def plot(json_path, out_dir) -> list[Path]:
         written.append(_tokens_plot(plt, best, modes, tag, out_dir / f"e2e_tokens_{stem}.png"))
 
         spec = [m for m in ("spec-dense", "spec-topk") if any(r["mode"] == m for r in rows)]
-        sweeps = {m: [r for r in rows if r["mode"] == m and r.get("status") == "ok" and r.get("speedup")]
+        sweeps = {m: [r for r in rows if r["mode"] == m and r.get("status") == "ok" and r.get(S)]
                   for m in spec}
         if any(len({r["gamma"] for r in v}) > 1 for v in sweeps.values()):
             fig, axes = plt.subplots(1, len(spec), figsize=(max(6.0, 4.5 * len(spec)), 3.4), squeeze=False, sharey=True)
             for ax, mode in zip(axes[0], spec):
                 cells = sorted({(r["ctx"], r["batch"]) for r in sweeps[mode]})
                 for c, b in cells:
-                    pts = sorted((r["gamma"], r["speedup"]) for r in sweeps[mode] if (r["ctx"], r["batch"]) == (c, b))
+                    pts = sorted((r["gamma"], r[S]) for r in sweeps[mode] if (r["ctx"], r["batch"]) == (c, b))
                     ax.plot(*zip(*pts), "o-", label=f"ctx {c}, b {b}")
                 ax.axhline(1.0, color="gray", lw=0.8)
                 ax.set_xlabel("γ")
@@ -124,11 +131,11 @@ def _tokens_plot(plt, best, modes, tag, path):
     fig, ax = plt.subplots(figsize=(7.0, 4.2))
     markers = dict(zip(MODE_ORDER, "sDo^v"))
     for mode in modes:
-        pts = sorted((c * b, r["speedup"]) for (m, c, b), r in best.items() if m == mode)
+        pts = sorted((c * b, r[S]) for (m, c, b), r in best.items() if m == mode)
         ax.scatter(*zip(*pts), marker=markers.get(mode, "o"), s=22, alpha=0.75, label=mode)
     top = {}
     for (m, c, b), r in best.items():
-        top[c * b] = max(top.get(c * b, 0.0), r["speedup"])
+        top[c * b] = max(top.get(c * b, 0.0), r[S])
     xs = sorted(top)
     ax.plot(xs, [top[x] for x in xs], "k-", lw=1.0, alpha=0.6, label="best quantspec mode")
     ax.axhline(1.0, color="red", lw=0.8, ls="--")
@@ -137,7 +144,7 @@ def _tokens_plot(plt, best, modes, tag, path):
     ax.text(256 * 1024, ax.get_ylim()[1], " b×ctx = 256k", va="top", fontsize=7, color="gray")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("batch × context (tokens)")
-    ax.set_ylabel("decode tok/s over stock BF16")
+    ax.set_ylabel("decode tok/s over stock BF16 (server log)")
     ax.set_title(f"speedup vs batch × context - {tag}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()

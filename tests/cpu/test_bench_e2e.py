@@ -178,20 +178,40 @@ def test_plan_packs_each_server_into_calls_within_the_budget():
     assert cmd.endswith("--batch 64,128 --gen 512 --budget-s 540 --no-plot --gammas 4")
 
 
-def test_table_checks_the_targets():
+def test_table_checks_the_targets_on_the_server_log_rate():
     rows = []
     for ctx, b, auto, topk in ((4096, 1, 1.1, 0.8), (4096, 64, 3.2, 3.5), (15360, 32, 2.5, 3.1)):
         base = {"device": "H100", "model": "m", "ctx": ctx, "batch": b, "status": "ok", "gen": 512}
-        rows += [{**base, "mode": "bf16", "gamma": 0, "tok_per_s": 100.0},
-                 {**base, "mode": "spec-auto", "gamma": 4, "tok_per_s": 100.0 * auto},
-                 {**base, "mode": "spec-topk", "gamma": 4, "tok_per_s": 100.0 * topk, "accept_length": 3.0},
-                 {**base, "mode": "spec-topk", "gamma": 2, "tok_per_s": 50.0 * topk, "accept_length": 2.0}]
+        # the client figures are the log's scaled differently per mode (bf16 saturates the client): they must not
+        # be what the speedups or the targets use
+        rows += [{**base, "mode": "bf16", "gamma": 0, "log_tok_per_s": 100.0, "tok_per_s": 40.0},
+                 {**base, "mode": "spec-auto", "gamma": 4, "log_tok_per_s": 100.0 * auto, "tok_per_s": 80.0 * auto},
+                 {**base, "mode": "spec-topk", "gamma": 4, "log_tok_per_s": 100.0 * topk, "tok_per_s": 80.0 * topk,
+                  "accept_length": 3.0},
+                 {**base, "mode": "spec-topk", "gamma": 2, "log_tok_per_s": 50.0 * topk, "tok_per_s": 90.0 * topk,
+                  "accept_length": 2.0}]
     text = "\n".join(e2e_table.e2e_tables({"rows": rows}))
-    assert "| 4096 | 1 | 4k | 100 | 0.80 (γ=4, τ=3.00) | 1.10 | **1.10** (spec-auto) |" in text
+    # γ=4 is the best-by-log row of spec-topk although its client rate is below γ=2's; client × = 80·0.8/40
+    assert "| 4096 | 1 | 4k | 100 | 0.80 (τ=3.00) | 1.10 | **1.10** (spec-auto) | 40 | 1.60 / 2.20 |" in text
+    assert "γ=4" in text.split("\n")[2]  # one γ in the table: said once, in the caption
     assert "* best mode: slowest cell 1.10x (ctx 4096, batch 1) - target >= 1.0x: met" in text
     assert "best mode, batch x context >= 256k (2 cells): slowest 3.10x (ctx 15360, batch 32) - target >= 3.0x: " \
            "met" in text
     assert "default server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
+    assert "BF16 ctx 4096 batch 1: 40 tok/s at the client vs 100 in the log" in text
+
+
+def test_acceptance_table_takes_each_policy_from_the_first_file():
+    def row(pol, ratio, g, a):
+        return {"policy": pol, "ratio": ratio, "gamma": g, "alpha": a, "tau": 1 + a * g, "num_prompts": 2,
+                "prompt_tokens": [100, 200], "max_new_tokens": 8, "page_size": 64, "sink_pages": 1, "min_pages": 1}
+    head = {"model": "/tmp/m", "device": "H100", "outputs": {"prompts": 2, "identical_across_configs": 1},
+            "rows": [row("topk", 0.07, g, 0.8) for g in (2, 4)]}
+    select = {"model": "/tmp/m", "device": "H100", "rows": [row("topk", 0.07, 4, 0.1), row("dense", None, 4, 0.9)]}
+    text = "\n".join(e2e_table.acceptance_table([("h.json", head), ("s.json", select)], names={"/tmp/m": "pyc"}))
+    assert "### Acceptance: pyc on H100" in text and "for 1/2 prompts." in text
+    assert "| dense | all | – | 0.900 | 4.60 | s.json |" in text
+    assert "| topk | 7% | 0.800 | 0.800 | 4.20 | h.json |" in text and "0.100" not in text
 
 
 def test_table_updates_the_readme_block_in_place(tmp_path):
@@ -221,6 +241,13 @@ def test_results_derive_speedups_alpha_and_gamma_choice():
     e2e_results.derive(doc, {"m": (cfg, 64)})
     assert len(doc["rows"]) == 50 and shared[1]["speedup"] == pytest.approx(2.0)
     assert "H200|m|shared-prefix" in doc["costmodel"]
+    for x in doc["rows"]:  # no server-log rates in these rows: no log speedups
+        assert x["log_speedup"] is None and x["log_baseline_tok_per_s"] is None
+    logged = [{**_row(m, 0, 4096, 1, 1.0), "log_tok_per_s": t} for m, t in (("bf16", 50.0), ("int8", 80.0))]
+    logged.append({**_row("spec-auto", 4, 4096, 1, 1.0), "log_tok_per_s": 120.0})
+    e2e_results.log_speedups(logged)
+    assert [x["log_speedup"] for x in logged] == pytest.approx([1.0, 1.6, 2.4])
+    assert logged[2]["log_speedup_vs_int8"] == pytest.approx(1.5) and logged[2]["log_baseline_tok_per_s"] == 50.0
     r = next(x for x in doc["rows"] if x["mode"] == "spec-topk" and x["gamma"] == 4 and x["batch"] == 8)
     assert r["speedup"] == pytest.approx(2.0) and r["speedup_vs_int8"] == pytest.approx(2000 / 1500)
     assert r["baseline_tok_per_s"] == pytest.approx(8000)
