@@ -184,6 +184,22 @@ class AutoOff:
             self._ratios.setdefault(key, deque(maxlen=n)).append(r)
 
 
+def decode_graph_max_bs(server_args) -> int:
+    """The largest batch SGLang captures decode/verify CUDA graphs for (0: none). sglang 0.5.17 keeps it in
+    ``cuda_graph_config.decode.max_bs`` (``--cuda-graph-max-bs`` is stored as ``cuda_graph_max_bs_decode``); reading
+    the old ``cuda_graph_max_bs`` attribute gave 0 there, so every plain step ran eagerly."""
+    sa = server_args
+    if getattr(sa, "disable_cuda_graph", False) or getattr(sa, "disable_decode_cuda_graph", False):
+        return 0
+    decode = getattr(getattr(sa, "cuda_graph_config", None), "decode", None)
+    if decode is not None:
+        if str(getattr(decode, "backend", "full")) == "disabled":
+            return 0
+        if getattr(decode, "max_bs", None):
+            return int(decode.max_bs)
+    return int(getattr(sa, "cuda_graph_max_bs_decode", None) or getattr(sa, "cuda_graph_max_bs", None) or 0)
+
+
 def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
     """The worker's AutoOff from the server's quantspec config (``--quantspec-speculate``, ``--quantspec-cost-model``)
     and its model. Without a quantspec config (unit tests) or without a model shape it speculates always."""
@@ -192,8 +208,7 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
     cfg = get_config(server_args)
     mode = cfg.speculate if cfg is not None else "always"
     cuda = str(getattr(server_args, "device", "")).startswith("cuda")
-    graph_max_bs = 0 if not cuda or getattr(server_args, "disable_cuda_graph", False) else int(
-        getattr(server_args, "cuda_graph_max_bs", 0) or 0)
+    graph_max_bs = decode_graph_max_bs(server_args) if cuda else 0
     if mode != "auto":
         return AutoOff(None, gamma, mode=mode, graph_max_bs=graph_max_bs)
     try:

@@ -244,3 +244,17 @@ def test_for_worker_reads_the_quantspec_config(tmp_path):
     assert pol.mode == "never" and pol.model is None
     assert autooff.for_worker(SimpleNamespace(device="cuda", cuda_graph_max_bs=16), runner, 3).mode == "always"
     assert autooff.for_worker(SimpleNamespace(device="cuda", cuda_graph_max_bs=16), runner, 3).graph_max_bs == 16
+
+
+def test_decode_graph_max_bs_reads_sglang_0_5_17_config():
+    from types import SimpleNamespace as NS
+
+    from sgl_spec.autooff import decode_graph_max_bs
+
+    new = NS(cuda_graph_config=NS(decode=NS(backend="full", max_bs=128)), cuda_graph_max_bs_decode=128)
+    assert decode_graph_max_bs(new) == 128
+    assert decode_graph_max_bs(NS(cuda_graph_config=NS(decode=NS(backend="disabled", max_bs=128)))) == 0
+    assert decode_graph_max_bs(NS(**vars(new), disable_decode_cuda_graph=True)) == 0
+    assert decode_graph_max_bs(NS(**vars(new), disable_cuda_graph=True)) == 0
+    assert decode_graph_max_bs(NS(cuda_graph_max_bs=64)) == 64  # older releases
+    assert decode_graph_max_bs(NS()) == 0
