@@ -247,7 +247,7 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
     res = json.loads(line[0][len("RESULT "):])
     assert res["default"] == ["topk-head", True, 0.0, "none", 0.5] and res["last"][:2] == ["topk-last", True]
     assert res["streaming"][:2] == ["streaming", False] and res["per-request"][:2] == ["per-request", True]
-    assert res["options"] == ["topk", True, 0.25, "max", 0.5]
+    assert res["options"] == ["topk-head", True, 0.25, "max", 0.5]
     assert res["options with streaming"].startswith("ValueError: --quantspec-recent-share tunes the score-driven")
     assert res["bad share"].startswith("ValueError: --quantspec-recent-share must be in [0, 1]")
     assert res["bad ema"].startswith("ValueError: --quantspec-score-ema must be in [0, 1)")
