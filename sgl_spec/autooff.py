@@ -233,25 +233,19 @@ def plain_step(worker, batch, carry, kind: str):
     from sglang.srt.managers.utils import GenerationBatchResult
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    from sgl_spec.worker import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput
+    from sgl_spec.worker import QuantSpecDraftInput, QuantSpecDraftStep
 
     G, bs = worker.gamma, len(batch.reqs)
     seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
     dev = seq0.device
     last = carry.last_tokens
     w = G + 1 if kind == VERIFY else 1
-    pos = seq0.unsqueeze(1) + torch.arange(w, device=dev, dtype=seq0.dtype)  # [bs, w]
-    loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices.unsqueeze(1), pos].to(torch.int64)
+    pos, loc = worker._window(batch, w)  # [bs, w]
     window = last.unsqueeze(1).expand(bs, w)  # rows 1…: placeholders whose outputs are never used
     si = batch.sampling_info
     params = worker._sampling_params(si)
     if kind == VERIFY:
-        batch.forward_mode = ForwardMode.TARGET_VERIFY
-        batch.input_ids = window.reshape(-1)
-        batch.out_cache_loc = loc.reshape(-1)
-        worker._set_seq_lens(batch, seq0, seq0_cpu)
-        batch.spec_info = QuantSpecVerifyInput(batch.input_ids, pos.reshape(-1), w)
-        out = worker.target_worker.forward_batch_generation(batch, is_verify=True)
+        out = worker._verify_forward(batch, window, pos, loc, seq0, seq0_cpu)
     else:
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # logprobs come from _logprobs below, as for a round
@@ -271,14 +265,7 @@ def plain_step(worker, batch, carry, kind: str):
     V = logits.shape[-1]
     row0 = logits.view(bs, w, V)[:, :1]
     no_drafts = torch.empty((bs, 0), dtype=torch.int64, device=dev)
-    if params is None:
-        tok, accept_lens = sampling.verify_chain(no_drafts, row0)
-    else:
-        temps, top_ks, top_ps, min_ps = params["filters"]
-        tok, accept_lens = sampling.verify_chain(
-            no_drafts, row0, draft_probs=torch.empty((bs, 0, V), dtype=torch.float32, device=dev),
-            temperatures=temps, top_ks=top_ks, top_ps=top_ps, min_ps=min_ps, greedy_rows=params["greedy_rows"],
-            u_accept=torch.empty((bs, 0), device=dev), u_final=torch.rand((bs,), device=dev))
+    tok, accept_lens = worker._accept(no_drafts, row0, params)
     tokens = torch.zeros((bs, w), dtype=torch.int64, device=dev)
     tokens[:, :1] = tok
     if batch.return_logprob:

@@ -228,10 +228,7 @@ class QuantSpecWorker(BaseSpecWorker):
         if step != autooff.SPEC:  # speculation would lose on this batch: one plain INT8 step (same output)
             return autooff.plain_step(self, batch, carry, step)
         last = carry.last_tokens
-        offs = torch.arange(G + 1, device=dev, dtype=seq0.dtype)
-        win_pos = seq0.unsqueeze(1) + offs  # [bs, G+1]
-        req_to_token = batch.req_to_token_pool.req_to_token
-        win_loc = req_to_token[batch.req_pool_indices.unsqueeze(1), win_pos].to(torch.int64)
+        win_pos, win_loc = self._window(batch, G + 1)  # [bs, G+1] each
 
         si = batch.sampling_info
         params = self._sampling_params(si)
@@ -269,12 +266,7 @@ class QuantSpecWorker(BaseSpecWorker):
 
         # ---- 2. verify: one forward over [last, d_1 … d_γ] with the INT8 view ----
         window = torch.cat([last.unsqueeze(1), drafts], dim=1)  # [bs, G+1]
-        batch.forward_mode = ForwardMode.TARGET_VERIFY
-        batch.input_ids = window.reshape(-1)
-        batch.out_cache_loc = win_loc.reshape(-1)
-        self._set_seq_lens(batch, seq0, seq0_cpu)
-        batch.spec_info = QuantSpecVerifyInput(batch.input_ids, win_pos.reshape(-1), G + 1)
-        out = self.target_worker.forward_batch_generation(batch, is_verify=True)
+        out = self._verify_forward(batch, window, win_pos, win_loc, seq0, seq0_cpu)
         logits_output = out.logits_output
         logits = logits_output.next_token_logits  # [bs*(G+1), V]
         sampling.apply_logit_adjustments(logits, si, G + 1)
@@ -283,22 +275,7 @@ class QuantSpecWorker(BaseSpecWorker):
 
         # ---- 3. accept ----
         V = logits.shape[-1]
-        if params is None:
-            tokens, accept_lens = sampling.verify_chain(drafts, logits.view(bs, G + 1, V))
-        else:
-            temps, top_ks, top_ps, min_ps = params["filters"]
-            tokens, accept_lens = sampling.verify_chain(
-                drafts,
-                logits.view(bs, G + 1, V),
-                draft_probs=draft_probs,
-                temperatures=temps,
-                top_ks=top_ks,
-                top_ps=top_ps,
-                min_ps=min_ps,
-                greedy_rows=params["greedy_rows"],
-                u_accept=torch.rand((bs, G), device=dev),
-                u_final=torch.rand((bs,), device=dev),
-            )
+        tokens, accept_lens = self._accept(drafts, logits.view(bs, G + 1, V), params, draft_probs)
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
         if self._pages is not None:  # page scores are per batch row: turn them into per-slot pages right away
             self._pages.after_verify(batch.req_pool_indices, seq0, new_seq_lens)
@@ -338,6 +315,43 @@ class QuantSpecWorker(BaseSpecWorker):
             self._auto.on_accept(num_correct_drafts_per_req)
 
     # ---- helpers ---------------------------------------------------------------------------------------------------
+    @staticmethod
+    def _window(batch, width: int):
+        """Positions [bs, width] from the committed length on, and their KV slots (int64)."""
+        seq0 = batch.seq_lens
+        pos = seq0.unsqueeze(1) + torch.arange(width, device=seq0.device, dtype=seq0.dtype)
+        loc = batch.req_to_token_pool.req_to_token[batch.req_pool_indices.unsqueeze(1), pos].to(torch.int64)
+        return pos, loc
+
+    def _verify_forward(self, batch, window: torch.Tensor, pos: torch.Tensor, loc: torch.Tensor, seq0, seq0_cpu):
+        """One TARGET_VERIFY forward over ``window`` [bs, w] at ``pos`` into slots ``loc`` (the INT8 view);
+        ``seq0``/``seq0_cpu``: the committed lengths (the draft passes moved ``batch.seq_lens`` on)."""
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        batch.input_ids = window.reshape(-1)
+        batch.out_cache_loc = loc.reshape(-1)
+        self._set_seq_lens(batch, seq0, seq0_cpu)
+        batch.spec_info = QuantSpecVerifyInput(batch.input_ids, pos.reshape(-1), window.shape[1])
+        return self.target_worker.forward_batch_generation(batch, is_verify=True)
+
+    @staticmethod
+    def _accept(drafts: torch.Tensor, logits: torch.Tensor, params: Optional[dict], draft_probs=None):
+        """sampling.verify_chain over ``drafts`` [bs, n] and target ``logits`` [bs, n+1, V]: greedy, or rejection
+        sampling with the requests' filters (n = 0: a plain step, one token drawn from the target)."""
+        if params is None:
+            return sampling.verify_chain(drafts, logits)
+        bs, n = drafts.shape
+        dev = logits.device
+        if draft_probs is None:  # no drafts: nothing to compare against
+            draft_probs = torch.empty((bs, 0, logits.shape[-1]), dtype=torch.float32, device=dev)
+        temps, top_ks, top_ps, min_ps = params["filters"]
+        return sampling.verify_chain(
+            drafts, logits, draft_probs=draft_probs, temperatures=temps, top_ks=top_ks, top_ps=top_ps, min_ps=min_ps,
+            greedy_rows=params["greedy_rows"],
+            # no draws for an empty draft chain, so a plain step consumes the same random numbers as before
+            u_accept=torch.rand((bs, n), device=dev) if n else torch.empty((bs, 0), device=dev),
+            u_final=torch.rand((bs,), device=dev),
+        )
+
     @staticmethod
     def _set_seq_lens(batch, seq_lens: torch.Tensor, seq_lens_cpu: Optional[torch.Tensor]):
         batch.seq_lens = seq_lens
