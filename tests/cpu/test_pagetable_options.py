@@ -4,7 +4,9 @@ smoothing across verifies (``--quantspec-score-smoothing ema|max``), against a p
 The backend here is the surface ``TopkPages`` uses (cfg, page_scores by batch row, page_table); the policy's own
 state (its per-slot tables and score history) is what is under test. Page budget: ratio 0.5, min 2, 1 sink page.
 """
+import dataclasses
 import math
+from functools import partial
 from types import SimpleNamespace
 
 import pytest
@@ -178,18 +180,24 @@ def test_options_from_the_config():
 
 
 # ---- per-request labels (sgl_spec/pagestudy.py) ---------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class StudyCfg:
+    """The config fields the per-request policy reads (a frozen dataclass, as label_config replaces fields)."""
+    page_size: int = P
+    topk_ratio: float = 0.5
+    min_pages: int = 2
+    sink_pages: int = 1
+    dense_draft: bool = False
+    draft_pages: str = "per-request"
+    recent_share: float = 0.0
+    score_smoothing: str = "none"
+    score_ema: float = 0.5
+
+
 def test_label_config():
     from sgl_spec.pagestudy import label_config
 
-    import dataclasses as dc
-
-    @dc.dataclass(frozen=True)
-    class Cfg:
-        topk_ratio: float = 0.07
-        draft_pages: str = "per-request"
-        recent_share: float = 0.5
-        score_smoothing: str = "max"
-        score_ema: float = 0.5
+    Cfg = partial(StudyCfg, topk_ratio=0.07, recent_share=0.5, score_smoothing="max")
 
     c = label_config("topk+r0.25+ema0.8@0.15", Cfg())
     assert (c.draft_pages, c.recent_share, c.score_smoothing, c.score_ema, c.topk_ratio) == ("topk", 0.25, "ema",
@@ -208,20 +216,7 @@ def test_per_request_labels_pick_what_each_policy_alone_picks():
     from sgl_spec.pagestudy import label_config
 
     be = Backend()
-    import dataclasses as dc
-
-    @dc.dataclass(frozen=True)
-    class Cfg:
-        page_size: int = P
-        topk_ratio: float = 0.5
-        min_pages: int = 2
-        sink_pages: int = 1
-        dense_draft: bool = False
-        draft_pages: str = "per-request"
-        recent_share: float = 0.5
-        score_smoothing: str = "none"
-        score_ema: float = 0.5
-
+    Cfg = partial(StudyCfg, recent_share=0.5)
     be.cfg = Cfg()
     pages = pagetable.draft_pages(be)
     assert type(pages).__name__ == "PerRequestPages"
@@ -231,7 +226,7 @@ def test_per_request_labels_pick_what_each_policy_alone_picks():
             for lb in labels]
     alone = {}
     for lb in labels:
-        cfg = dc.replace(Cfg(), draft_pages="topk") if lb is None else label_config(lb, Cfg())
+        cfg = dataclasses.replace(Cfg(), draft_pages="topk") if lb is None else label_config(lb, Cfg())
         sb = Backend()
         sb.cfg, sb.table = cfg, be.table
         alone[lb] = (sb, pagetable.POLICIES[cfg.draft_pages](sb))
@@ -311,22 +306,8 @@ def test_topk_head_selects_per_kv_head(share, smoothing):
 
 def test_per_request_mixes_per_head_and_per_layer_labels():
     """A batch with a topk-head label and a topk label: per-head layout, the per-layer rows broadcast over heads."""
-    import dataclasses as dc
-
-    @dc.dataclass(frozen=True)
-    class Cfg:
-        page_size: int = P
-        topk_ratio: float = 0.5
-        min_pages: int = 2
-        sink_pages: int = 1
-        dense_draft: bool = False
-        draft_pages: str = "per-request"
-        recent_share: float = 0.0
-        score_smoothing: str = "none"
-        score_ema: float = 0.5
-
     be = Backend()
-    be.cfg = Cfg()
+    be.cfg = StudyCfg()
     pages = pagetable.draft_pages(be)
     reqs = [SimpleNamespace(sampling_params=SimpleNamespace(custom_params={"quantspec_draft": lb}))
             for lb in ("topk-head@0.5", "topk@0.5")]
