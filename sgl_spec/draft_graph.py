@@ -20,16 +20,8 @@ draft pass of a small model is mostly launch overhead, so drafts get graphs of t
   It restores SGLang's WAR-barrier event afterwards: a draft replay publishes one (DECODE), but the verify and the
   acceptance still run after it, so the scheduler must keep waiting for the whole forward stream.
 
-* **Chained drafts.** A draft pass of a 30M-parameter model is mostly host work (SGLang builds a ForwardBatch and
-  fills its static buffers for every forward), so for rounds whose drafts are plain argmaxes (every request greedy,
-  no logit adjustments) a second runner captures all γ draft forwards in ONE graph: between forwards the graph itself
-  feeds the argmax back into SGLang's static ``input_ids``, advances ``positions`` / ``seq_lens`` by one and
-  recomputes the backend's in-graph metadata (which reads only positions and slots), and writes the γ draft tokens
-  into ``chain_tokens``. One host preparation and one replay per round instead of γ. The worker checks
-  ``took_chain`` after the first draft forward: when the batch did not fit a captured size it drafts on step by step.
-
 No graphs when SGLang captured none (``--disable-cuda-graph``, CPU, …). ``SGL_SPEC_DRAFT_GRAPHS`` (debugging only):
-``off`` = eager drafts; ``step`` = no chained graphs; ``eager`` = build the runner on any device (CPU too) and "replay" by calling the captured
+``off`` = eager drafts; ``eager`` = build the runner on any device (CPU too) and "replay" by calling the captured
 forward function again under the static buffers (``_EagerReplay``): the same buffers, padding and routing as a real
 graph, without ``torch.cuda.CUDAGraph``.
 """
@@ -49,7 +41,7 @@ from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import Bas
 
 logger = logging.getLogger(__name__)
 
-ENV = "SGL_SPEC_DRAFT_GRAPHS"  # debugging: "off" | "step" | "eager"; unset = graphs wherever SGLang captures its own
+ENV = "SGL_SPEC_DRAFT_GRAPHS"  # debugging: "off" | "eager"; unset = CUDA graphs wherever SGLang captures its own
 
 
 class DraftStatics:
@@ -130,11 +122,8 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
     """SGLang's decode graph runner at width 1 in DECODE mode, captured inside the backend's draft mode."""
 
     def __init__(self, model_runner, statics_kcap: Optional[int], eager_replay: bool = False,
-                 statics_heads: Optional[int] = None, chain: int = 1):
+                 statics_heads: Optional[int] = None):
         self._eager_replay = eager_replay
-        self.chain = chain  # draft forwards per replay (> 1: chained greedy drafts, tokens in chain_tokens)
-        self.chain_tokens: Optional[torch.Tensor] = None
-        self.took_chain = False  # set by a replay; the worker clears it before a round's first draft forward
         self._statics_kcap = statics_kcap
         self._statics_heads = statics_heads
         self.statics: Optional[DraftStatics] = None
@@ -153,39 +142,13 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         pool = self.model_runner.token_to_kv_pool
         self.statics = DraftStatics(self.max_bs, pool.layer_num, self._statics_kcap, self.device,
                                     self._statics_heads)
-        if self.chain > 1:
-            self.chain_tokens = torch.zeros((self.max_bs, self.chain), dtype=torch.int64, device=self.device)
         if self._eager_replay:
             self.backend = _EagerReplay(lambda bs: self.statics.scope(self.attn_backend, bs))
         super().capture()
 
     def capture_one_shape(self, size, forward, stream_idx=None, variant_label=None):
-        if self.chain > 1:
-            forward = self._chained(forward, size)
         with self.statics.scope(self.attn_backend, size):
             return super().capture_one_shape(size, forward, stream_idx, variant_label)
-
-    def _chained(self, forward, size: int):
-        """``forward`` run ``chain`` times, each feeding the previous argmax at the next position (see the module
-        docstring). ``input_ids`` / ``positions`` / ``seq_lens`` are SGLang's static buffers, refilled by every
-        ``load_batch``, so the in-place advances below start from the live values on every replay."""
-        tokens = self.chain_tokens[:size]
-        backend = self.attn_backend
-
-        def run(input_ids, positions, forward_batch, **kwargs):
-            out = None
-            for i in range(self.chain):
-                if i:
-                    input_ids.copy_(tokens[:, i - 1])
-                    positions.add_(1)
-                    if forward_batch.seq_lens is not None:
-                        forward_batch.seq_lens.add_(1)
-                    backend.init_forward_metadata_in_graph(forward_batch)
-                out = forward(input_ids, positions, forward_batch, **kwargs)
-                tokens[:, i].copy_(out.next_token_logits.argmax(dim=-1))
-            return out
-
-        return run
 
     def get_spec_info(self, num_tokens: int):
         from sgl_spec.worker import QuantSpecDraftStep  # worker imports this module
@@ -202,35 +165,22 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         super().load_batch(forward_batch, pp_proxy_tensors)
         self.statics.load(self.attn_backend.draft_state, self.raw_bs, self.bs)
         self.replays += 1
-        self.took_chain = self.chain > 1
         if self.bs not in self._logged_sizes:  # once per captured size: shows the graphs are in use
             self._logged_sizes.add(self.bs)
-            logger.info("quantspec: draft pass replayed from a CUDA graph (captured bs=%d, batch %d%s)",
-                        self.bs, self.raw_bs, f", {self.chain} chained drafts" if self.chain > 1 else "")
+            logger.info("quantspec: draft pass replayed from a CUDA graph (captured bs=%d, batch %d)",
+                        self.bs, self.raw_bs)
 
 
 def _mode() -> str:
     mode = os.environ.get(ENV, "on").strip().lower()
-    if mode not in ("on", "off", "step", "eager"):
-        raise ValueError(f"{ENV} must be on, off, step or eager (debugging), got {mode!r}")
+    if mode not in ("on", "off", "eager"):
+        raise ValueError(f"{ENV} must be on, off or eager (debugging), got {mode!r}")
     return mode
 
 
-class DraftGraphs:
-    """The captured draft runners: ``step`` (one draft forward a replay) and ``chain`` (γ greedy drafts a replay,
-    None for γ = 1 or ``SGL_SPEC_DRAFT_GRAPHS=step``)."""
-
-    def __init__(self, step: DraftGraphRunner, chain: Optional[DraftGraphRunner], memory_usage_gb: float):
-        self.step, self.chain, self.memory_usage_gb = step, chain, memory_usage_gb
-
-    @property
-    def replays(self) -> int:
-        return self.step.replays + (self.chain.replays if self.chain is not None else 0)
-
-
-def capture(model_runner, pages, gamma: int = 1) -> Optional[DraftGraphs]:
-    """Capture the draft graphs for the draft page policy ``pages`` (sgl_spec/pagetable.py), one-step and (γ > 1)
-    chained, or return None when drafts stay eager: SGLang captured no decode graphs, or no draft mode."""
+def capture(model_runner, pages) -> Optional[DraftGraphRunner]:
+    """Capture the draft graphs for the draft page policy ``pages`` (sgl_spec/pagetable.py), or return None when
+    drafts stay eager: SGLang captured no decode graphs, or the backend has no draft mode."""
     mode = _mode()
     backend = model_runner.attn_backend
     if mode == "off" or pages is None or not hasattr(backend, "draft_mode"):
@@ -247,20 +197,17 @@ def capture(model_runner, pages, gamma: int = 1) -> Optional[DraftGraphs]:
 
         rows = max(get_batch_sizes_to_capture(model_runner, 1)[0])
         model_runner.graph_shared_output = GraphSharedOutput(device=model_runner.device, max_rows=rows)
+    before = _free_gb(model_runner)
+    tic = time.perf_counter()
     heads = None if pages.dense else getattr(pages, "heads", None)
-    what = "dense" if kcap is None else f"sparse, KCAP={kcap}" + (f" per kv head ({heads})" if heads else "")
-    runners, total = [], 0.0
-    for chain in ([1, gamma] if gamma > 1 and mode != "step" else [1]):
-        before = _free_gb(model_runner)
-        tic = time.perf_counter()
-        runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads, chain=chain)
-        mem = before - _free_gb(model_runner)
-        total += mem
-        logger.info("quantspec: captured draft %s for bs=%s (%s drafts%s) in %.2f s, %.3f GB",
-                    "forwards (eager replay, debugging)" if eager else "CUDA graphs", runner.capture_bs, what,
-                    f", {chain} chained" if chain > 1 else "", time.perf_counter() - tic, mem)
-        runners.append(runner)
-    return DraftGraphs(runners[0], runners[1] if len(runners) > 1 else None, total)
+    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads)
+    mem = before - _free_gb(model_runner)
+    logger.info("quantspec: captured draft %s for bs=%s (%s drafts) in %.2f s, %.3f GB",
+                "forwards (eager replay, debugging)" if eager else "CUDA graphs", runner.capture_bs,
+                "dense" if kcap is None else f"sparse, KCAP={kcap}" + (f" per kv head ({heads})" if heads else ""),
+                time.perf_counter() - tic, mem)
+    runner.memory_usage_gb = mem
+    return runner
 
 
 def _free_gb(model_runner) -> float:

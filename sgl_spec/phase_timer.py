@@ -104,3 +104,43 @@ class PhaseTimer:
         self._gpu.clear()
         self._rounds = self._intervals = self._gpu_rounds = self._bs = 0
         self._t_end_prev = None
+
+
+PROFILE_ENV = "SGL_SPEC_PROFILE"
+
+
+class RoundProfiler:
+    """``SGL_SPEC_PROFILE=SKIP:N`` (debugging): a torch profiler over speculative rounds SKIP … SKIP+N-1 (the
+    scheduler's work between them included); logs the kernels and ops by total device time once they are done."""
+
+    def __init__(self, skip: int, rounds: int):
+        self.skip, self.rounds = skip, rounds
+        self._n = 0
+        self._prof = None
+
+    @classmethod
+    def from_env(cls) -> Optional["RoundProfiler"]:
+        raw = os.environ.get(PROFILE_ENV, "").strip()
+        if not raw:
+            return None
+        try:
+            skip, n = (int(x) for x in raw.split(":"))
+        except ValueError:
+            raise ValueError(f"{PROFILE_ENV} must be SKIP:ROUNDS, got {raw!r}") from None
+        return cls(skip, n)
+
+    def round(self) -> None:
+        """Called at the start of every speculative round."""
+        if self._n == self.skip:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            self._prof = torch.profiler.profile(activities=acts)
+            self._prof.__enter__()
+        elif self._n == self.skip + self.rounds and self._prof is not None:
+            self._prof.__exit__(None, None, None)
+            key = "cuda_time_total" if torch.cuda.is_available() else "cpu_time_total"
+            table = self._prof.key_averages().table(sort_by=key, row_limit=40, max_name_column_width=70)
+            logger.info("quantspec profile of %d rounds:\n%s", self.rounds, table)
+            self._prof = None
+        self._n += 1

@@ -159,16 +159,6 @@ def verify_chain(
     )
 
 
-def has_logit_adjustments(sampling_info) -> bool:
-    """Whether ``apply_logit_adjustments`` would change any logit (host attributes only, no device sync)."""
-    if sampling_info is None:
-        return False
-    return (getattr(sampling_info, "acc_additive_penalties", None) is not None
-            or getattr(sampling_info, "acc_scaling_penalties", None) is not None
-            or getattr(sampling_info, "logit_bias", None) is not None
-            or bool(getattr(sampling_info, "has_custom_logit_processor", False)))
-
-
 def apply_logit_adjustments(logits: torch.Tensor, sampling_info, rows_per_req: int) -> torch.Tensor:
     """Apply SGLang's per-request logit adjustments in place to ``logits [B * rows_per_req, V]``.
 

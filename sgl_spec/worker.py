@@ -139,6 +139,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self._auto = None  # speculate or take a plain step, per batch (sgl_spec/autooff.py), built on the first decode
         self._draft_graphs = None  # sgl_spec/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
         self._timer = phase_timer.from_env(server_args.device)  # SGL_SPEC_TIMING (debugging)
+        self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -154,7 +155,7 @@ class QuantSpecWorker(BaseSpecWorker):
         backend = self.model_runner.attn_backend
         if self._pages is None and hasattr(backend, "draft_mode"):
             self._pages = pagetable.draft_pages(backend)
-        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages, self.gamma)
+        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages)
         if self._draft_graphs is not None:
             self._additional_graph_memory_usage["draft_decode"] = self._draft_graphs.memory_usage_gb
 
@@ -232,6 +233,8 @@ class QuantSpecWorker(BaseSpecWorker):
         timer = self._timer
         if timer is not None:
             timer.start(bs)
+        if self._profiler is not None:
+            self._profiler.round()
         win_pos, win_loc = self._window(batch, G + 1)  # [bs, G+1] each
 
         si = batch.sampling_info
@@ -244,8 +247,10 @@ class QuantSpecWorker(BaseSpecWorker):
         tok = last
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
-        runner = self._draft_runner(params is None and not sampling.has_logit_adjustments(si))
-        with self._draft_scope(batch, seq0, carry.has_pages), draft_graph.routed(runner, self.model_runner):
+        graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
+        with self._draft_scope(batch, seq0, carry.has_pages), graphs:
+            if timer is not None:
+                timer.mark("pages")
             for i in range(G):
                 batch.forward_mode = ForwardMode.DECODE
                 batch.input_ids = tok
@@ -255,9 +260,6 @@ class QuantSpecWorker(BaseSpecWorker):
                 out = self.target_worker.forward_batch_generation(
                     batch, is_verify=True, capture_hidden_mode=CaptureHiddenMode.NULL
                 )
-                if runner is not None and runner.took_chain:  # one replay drafted all γ tokens (greedy)
-                    drafts.copy_(runner.chain_tokens[:bs])
-                    break
                 logits = out.logits_output.next_token_logits
                 sampling.apply_logit_adjustments(logits, si, 1)
                 tok = logits.argmax(dim=-1)
@@ -269,9 +271,6 @@ class QuantSpecWorker(BaseSpecWorker):
                     drawn = sampling.sample_from_probs(q, torch.rand(bs, device=dev))
                     tok = torch.where(params["greedy_rows"], tok, drawn)
                 drafts[:, i] = tok
-                if runner is not None and runner.chain > 1:  # no chained replay (batch size): go on step by step
-                    runner = self._draft_graphs.step
-                    self.model_runner.decode_cuda_graph_runner = runner
         batch.return_logprob = return_logprob
         if timer is not None:
             timer.mark("draft")
@@ -312,16 +311,6 @@ class QuantSpecWorker(BaseSpecWorker):
             next_draft_input=QuantSpecDraftInput(next_tokens, torch.ones_like(carry.has_pages), G + 1),
             speculative_num_draft_tokens=G + 1,
         )
-
-    def _draft_runner(self, greedy: bool):
-        """The draft graph runner for this round: chained (γ drafts a replay) when every draft is a plain argmax,
-        else one draft a replay; None: eager drafts. The chain flag is cleared so the loop sees this round's replay."""
-        graphs = self._draft_graphs
-        if graphs is None:
-            return None
-        runner = graphs.chain if greedy and graphs.chain is not None else graphs.step
-        runner.took_chain = False
-        return runner
 
     # ---- auto-off --------------------------------------------------------------------------------------------------
     def _policy(self) -> autooff.AutoOff:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness import launch_server
-from test_quantspec_server import COMMON, GAMMA, INT8_ARGS, PROMPTS, SPEC_ARGS, _gen
+from test_quantspec_server import COMMON, INT8_ARGS, PROMPTS, SPEC_ARGS, _gen
 
 pytestmark = pytest.mark.server
 
@@ -32,10 +32,6 @@ def int8_ref(tiny_llama_fp32):
 
 def _replays(srv):
     return srv.log_path.read_text(errors="replace").count("draft pass replayed from a CUDA graph")
-
-
-def _chained_replays(srv):
-    return srv.log_path.read_text(errors="replace").count("chained drafts)")
 
 
 def _run(srv, idx):
@@ -62,20 +58,12 @@ def test_eager_replayed_draft_graphs_draft_the_same_tokens(tiny_llama_fp32, int8
     with launch_server(tiny_llama_fp32, SPEC_ARGS + CAPTURE, env=EAGER_REPLAY) as srv:
         log = srv.log_path.read_text(errors="replace")
         assert "captured draft forwards (eager replay, debugging)" in log and "sparse, KCAP=" in log
-        assert f"{GAMMA} chained)" in log  # the γ-drafts-a-replay runner was captured too
         out, hist = _run(srv, IDX)
         # One request at a time replays the bs=1 capture: the same drafts as the eager path, so the same number of
-        # accepted drafts in every round (the histogram), not only the same (lossless) output. Greedy requests
-        # with no logit adjustments take the chained graph: γ drafts from one replay.
+        # accepted drafts in every round (the histogram), not only the same (lossless) output.
         assert out == [int8_ref[i] for i in IDX]
         assert hist == eager_drafts[1]
-        assert _replays(srv) >= 1 and _chained_replays(srv) >= 1
-        # A logit bias needs the adjustments between drafts: those rounds replay the one-step graph. The bias is
-        # on a token no greedy output contains, so the outputs must not change.
-        unused = next(t for t in range(1000) if all(t not in int8_ref[i] for i in IDX))
-        biased = [_gen(srv, PROMPTS[i], logit_bias={str(unused): -5.0})["output_ids"] for i in IDX[:3]]
-        assert biased == [int8_ref[i] for i in IDX[:3]]
-        assert _replays(srv) > _chained_replays(srv), srv.log_tail()  # a one-step replay (logged once per size)
+        assert _replays(srv) >= 1
         with ThreadPoolExecutor(16) as ex:
             conc = list(ex.map(lambda i: _gen(srv, PROMPTS[i])["output_ids"], range(16)))
         # Batches above the largest captured size (8) draft eagerly, smaller ones replay padded captures.
