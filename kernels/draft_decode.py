@@ -40,6 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import _div16, _keys_f16, _values_f16
 from sgl_spec.kvformat import PageStore
 
@@ -70,35 +71,62 @@ _LOG2E = 1.4426950408889634
 
 @triton.jit
 def _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-               page, ok, h, offs_n, offs_w, w_ok, W: tl.constexpr):
-    """One page's draft tiles for KV head h: key/value words [P, BLOCK_W] (int32), the key scales/zeros as int32
-    fp16-pair tiles [BLOCK_W, 2] per half (s/16 for the high half), the value scales/zeros fp16 [P]."""
+               page, ok, h, offs_n, offs_w, w_ok, W: tl.constexpr, FLAT_SCALES: tl.constexpr):
+    """One page's draft tiles for KV head h: (key words, value words) [P, BLOCK_W] int32, the key scales/zeros, the
+    value scales/zeros fp16 [P]. Key scales/zeros: a tuple of int32 fp16-pair tiles [BLOCK_W, 2] (s_lo, s_hi, z_lo,
+    z_hi) loaded in the layout the conversion uses (each thread its own copy of its words' channels: 16 LDG.64 a
+    page for D = 128), or with FLAT_SCALES one flat int32 vector [8 BLOCK_W] (one word a thread for D = 128, no
+    copies; ``_key_tiles`` redistributes it, through shared memory, when the page is computed)."""
     pg = page.to(tl.int64)
     tile = pg * s_up + h * s_uh + offs_n[:, None].to(tl.int64) * W + offs_w[None, :]
     m2 = ok & w_ok[None, :]
     kw = tl.load(ku_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
     vw = tl.load(vu_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
     # k_scale / k_zero as int32 words (2 channels each): word 2w + t holds channels 4w + 2t, 4w + 2t + 1
-    pair = pg * s_ksp + h * s_ksh + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
-    m1 = ok & w_ok[:, None]
-    ks_lo = tl.load(ks_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
-    ks_hi = tl.load(ks_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
-    kz_lo = tl.load(kz_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
-    kz_hi = tl.load(kz_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
+    base = pg * s_ksp + h * s_ksh
+    if FLAT_SCALES:
+        BW: tl.constexpr = offs_w.shape[0]
+        f = tl.arange(0, 8 * BW)  # f = ((kind * 2 + half) * BW + w) * 2 + t; kind 0: scales, 1: zeros
+        w = (f // 2) % BW
+        at = base + ((f // (2 * BW)) % 2) * (2 * W) + 2 * w + f % 2
+        ptr = tl.where(f < 4 * BW, ks_ptr + at, kz_ptr + at)
+        ksc = tl.load(ptr, mask=ok & (w < W), other=0, eviction_policy="evict_first")
+    else:
+        pair = base + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
+        m1 = ok & w_ok[:, None]
+        ksc = (tl.load(ks_ptr + pair, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(ks_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(kz_ptr + pair, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(kz_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first"))
     vrow = pg * s_vsp + h * s_vsh + offs_n
     vsc = tl.load(vs_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
     vzr = tl.load(vz_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
-    return kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr
+    return kw, vw, ksc, vsc, vzr
 
 
 @triton.jit
-def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr,
+def _key_tiles(ksc, BW: tl.constexpr, FLAT_SCALES: tl.constexpr):
+    """(s_lo, s_hi, z_lo, z_hi) int32 fp16-pair tiles [BW, 2] from ``_load_page``'s key scales/zeros."""
+    if FLAT_SCALES:
+        x = tl.permute(tl.reshape(ksc, (2, 2, BW, 2)), (2, 3, 1, 0))  # [w, t, half, kind]
+        sc, zr = tl.split(x)
+        s_lo, s_hi = tl.split(sc)
+        z_lo, z_hi = tl.split(zr)
+        return s_lo, s_hi, z_lo, z_hi
+    else:
+        return ksc
+
+
+@triton.jit
+def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, page, BW: tl.constexpr, FLAT_SCALES: tl.constexpr,
                  USE_ASM: tl.constexpr):
-    """Online-softmax update with one quantized page, transposed so the page's P tokens are the MMA's M dimension
-    (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys dequantized to fp16 in
-    registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P] (p∘s_v)^T [P, GPAD].
-    Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value zero term); acc_hi
-    holds 16x the high channels."""
+    """Online-softmax update with one quantized page (``_load_page``'s tuple), transposed so the page's P tokens are
+    the MMA's M dimension (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys
+    dequantized to fp16 in registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P]
+    (p∘s_v)^T [P, GPAD]. Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value
+    zero term); acc_hi holds 16x the high channels."""
+    kw, vw, ksc, vsc, vzr = page
+    ks_lo, ks_hi, kz_lo, kz_hi = _key_tiles(ksc, BW, FLAT_SCALES)
     k_lo, k_hi = _keys_f16(kw, ks_lo, kz_lo, _div16(ks_hi, USE_ASM), kz_hi, USE_ASM)
     sc = tl.dot(k_lo, q_lo)
     sc = tl.dot(k_hi, q_hi, sc)  # [P, GPAD]
@@ -116,16 +144,6 @@ def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, kw, vw, ks_lo, ks_hi
 
 
 @triton.jit
-def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF: tl.constexpr):
-    tl.store(m_ptr + prow, m_i, mask=g_ok)
-    tl.store(l_ptr + prow, l_i, mask=g_ok)
-    a = acc_ptr + prow[:, None] * (2 * HALF) + offs_c[None, :]
-    msk = g_ok[:, None] & c_ok[None, :]
-    tl.store(a, acc_lo, mask=msk)
-    tl.store(a + HALF, acc_hi, mask=msk)
-
-
-@triton.jit
 def _draft_decode_kernel(
     q_ptr, s_qb, s_qh,
     ku_ptr, vu_ptr, s_up, s_uh,
@@ -138,7 +156,7 @@ def _draft_decode_kernel(
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -213,64 +231,48 @@ def _draft_decode_kernel(
         at_lo = tl.zeros([BLOCK_C, GPAD], tl.float32)
         at_hi = tl.zeros([BLOCK_C, GPAD], tl.float32)
         m_t = tl.full([GPAD], float("-inf"), tl.float32)
-        if PREFETCH:
-            # Register double buffering by hand (launched with num_stages=1): the loads of page i+1 are issued
-            # before page i is computed and consumed one iteration later, so a page's memory latency overlaps the
-            # previous page's work. (Triton's own pipeliner turns the page-id load that addresses the tiles into a
-            # cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
+        BW: tl.constexpr = BLOCK_C // 4
+        if PREFETCH >= 1:
+            # Register prefetch by hand (launched with num_stages=1): the loads of page i+PREFETCH are issued before
+            # page i is computed and consumed PREFETCH iterations later, so a page's memory latency overlaps the
+            # work of the pages before it. (Triton's own pipeliner turns the page-id load that addresses the tiles
+            # into a cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
             cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                             tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-            kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = cur
-            pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
-            for i in range(lo, hi):
-                nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr = _load_page(
-                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                    pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-                pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
-                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
-                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
-                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr
+                             tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4,
+                             FLAT_SCALES)
+            if PREFETCH == 1:
+                pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
+                for i in range(lo, hi):
+                    nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                     s_vsh, pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                    pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                               FLAT_SCALES, USE_ASM)
+                    cur = nxt
+            else:  # two pages in flight
+                nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                 s_vsh, tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0), lo + 1 < hi, h, offs_n,
+                                 offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                pg_next = tl.load(ids + lo + 2, mask=lo + 2 < hi, other=0)
+                for i in range(lo, hi):
+                    nxt2 = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                      s_vsh, pg_next, i + 2 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                    pg_next = tl.load(ids + i + 3, mask=i + 3 < hi, other=0)
+                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                               FLAT_SCALES, USE_ASM)
+                    cur = nxt
+                    nxt = nxt2
         else:
             for i in range(lo, hi):
-                page = tl.load(ids + i)
-                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = _load_page(
-                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                    page, i < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
-                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
+                cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                 s_vsh, tl.load(ids + i), i < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                           FLAT_SCALES, USE_ASM)
         l_i = tl.sum(l_t, 0)
         z_i = tl.sum(z_t, 0)
         acc_lo = tl.trans(at_lo + z_i[None, :])
         acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
-
-
-@triton.jit
-def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
-                               NPART: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
-                               D: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program per (request, query head): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s."""
-    pid = tl.program_id(0)
-    base = pid.to(tl.int64) * NPART
-    offs_s = tl.arange(0, BLOCK_S)
-    ms = tl.load(m_ptr + base + offs_s, mask=offs_s < NPART, other=float("-inf"))
-    big = tl.max(ms, 0)  # finite: the hot partial always holds >= 1 token
-    ls = tl.load(l_ptr + base + offs_s, mask=offs_s < NPART, other=0.0)
-    denom = tl.sum(tl.exp2(ms - big) * ls, 0)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < D
-    acc = tl.zeros([BLOCK_D], tl.float32)
-    for c0 in range(0, NPART, CHUNK):
-        offs = c0 + tl.arange(0, CHUNK)
-        ok = offs < NPART
-        w = tl.exp2(tl.load(m_ptr + base + offs, mask=ok, other=float("-inf")) - big)
-        a = tl.load(acc_ptr + (base + offs)[:, None] * D + offs_d[None, :], mask=ok[:, None] & d_ok[None, :],
-                    other=0.0)
-        acc += tl.sum(w[:, None] * a, 0)
-    b = pid // HQ
-    hq = pid % HQ
-    o = out_ptr + b.to(tl.int64) * s_ob + hq.to(tl.int64) * s_oh + offs_d
-    tl.store(o, (acc / denom).to(out_ptr.dtype.element_ty), mask=d_ok)
 
 
 def _interpreting() -> bool:
@@ -293,7 +295,8 @@ def launch_config(page_size: int, gpad: int):
     return cfg
 
 
-def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3) -> int:
+def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
+                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
     """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
     n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
     counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
@@ -304,7 +307,7 @@ def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int,
         return 1
     bh = max(1, batch * num_kv_heads)
     slots = max(1, programs_per_sm * sm_count)
-    cap = max(1, min(triton.cdiv(max_pages, MIN_PAGES_PER_SPLIT), MAX_SPLITS))
+    cap = max(1, min(triton.cdiv(max_pages, max(1, min_pages_per_split)), MAX_SPLITS))
     best, best_cost = 1, triton.cdiv(bh, slots)
     for waves in range(1, MAX_WAVES + 1):  # the most splits that fill `waves` full waves
         ns = min(waves * slots // bh, cap)
@@ -325,9 +328,13 @@ def _check(name, t, shape, dtypes, device):
 
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
-                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None):
-    """See docs/CONTRACTS.md. ``num_splits``, ``num_warps``, ``num_stages``, ``maxnreg``, ``prefetch`` (keywords,
-    optional) override the heuristics (tests, tuning)."""
+                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
+                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None):
+    """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
+    ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight,
+    2: two pages), ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
+    ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
+    ``merge_chunk`` (partials the merge reads per step, 16)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -379,10 +386,16 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
     nw = int(num_warps) if num_warps else cfg_nw
-    pf = cfg_pf if prefetch is None else bool(prefetch)
+    pf = int(cfg_pf if prefetch is None else prefetch)
+    if pf not in (0, 1, 2):
+        raise ValueError(f"draft_decode: prefetch must be 0, 1 or 2, got {prefetch}")
+    fs = bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
-    nr = int(maxnreg) if maxnreg else cfg_nr
-    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp, _sm_count(dev), ppsm)
+    nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
+    mc = triton.next_power_of_2(int(merge_chunk or 16))
+    ppsm = int(programs_per_sm or ppsm)
+    ns = int(num_splits) if num_splits is not None else num_splits_for(
+        B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     npart = ns + 1
@@ -405,12 +418,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
-        USE_ASM=not _interpreting(), PREFETCH=pf,
+        USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
-        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(16, triton.next_power_of_2(npart)),
+        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
         D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4,
     )
     return out
