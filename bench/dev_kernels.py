@@ -8,6 +8,8 @@ graphs; ``--eager`` times plain calls too. bw = bytes that must move / time / me
 
     python bench/dev_kernels.py --out $OUT                       # default grid
     python bench/dev_kernels.py --draft "65536:1:64,131072:8:64" --variants "ns=1x;ns=2x;st=4"
+    python bench/dev_kernels.py --draft "131072:1:64" --draft-sparse "131072:1:64" --variants "fs=1;pd=2,fs=1,nr=0" \
+        --verify "" --quantize ""                                  # draft variants, dense and 7% sparse
     python bench/dev_kernels.py --draft "" --quantize "" --out $OUT     # verify only: check, then new / off / v0
 """
 from __future__ import annotations
@@ -82,22 +84,37 @@ def draft_kwargs(var, B, maxp, P):
         kw["num_warps"] = int(var["nw"])
     if "hpc" in var:
         kw["heads_per_prog"] = int(var["hpc"])
-    if "pf" in var:
-        kw["prefetch"] = bool(int(var["pf"]))
+    if "pf" in var or "pd" in var:  # prefetch depth: 0 off, 1 one page in flight (default), 2 two pages
+        kw["prefetch"] = int(var.get("pd", var.get("pf")))
+    if "fs" in var:
+        kw["flat_scales"] = bool(int(var["fs"]))
     if "nr" in var:
-        kw["maxnreg"] = int(var["nr"])
+        kw["maxnreg"] = int(var["nr"])  # 0: no register cap
+    if "mps" in var:
+        kw["min_pages_per_split"] = int(var["mps"])
+    if "mc" in var:
+        kw["merge_chunk"] = int(var["mc"])
+    if "pps" in var:  # programs an SM for the split rule (with nr: 128 registers -> 4)
+        kw["programs_per_sm"] = int(var["pps"])
     return kw
 
 
-def bench_draft(cfgs, variants, gbps, log, eager):
+# launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
+KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
+             "programs_per_sm")
+
+
+def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
+    """Dense page lists, or with ``sparse = (ratio, min_pages, sink_pages)`` select_topk_pages-sized ones."""
     from sgl_spec.kernels.draft_decode import draft_decode
 
     rows = []
     gen = torch.Generator().manual_seed(0)
+    kernel = "draft_dense" if sparse is None else "draft_sparse"
     for ctx, B, P in cfgs:
         lens = [ctx] * B
         qb = quant_pages(lens, P, "cuda", copies=1, gen=gen)[0]
-        ids, cnt, hs, hl = draft_args(qb, gen=gen)
+        ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
         q = torch.randn(B, HQ, D, device="cuda", dtype=DTYPE)
         out = torch.empty_like(q)
         nbytes = bytes_draft(P, cnt.tolist(), hl.tolist())
@@ -112,14 +129,14 @@ def bench_draft(cfgs, variants, gbps, log, eager):
                 parts.append(f"{var or 'default'}: {type(e).__name__}")
                 log(f"  variant {var}: {type(e).__name__}: {str(e)[:300]}")
                 continue
-            r = dict(kernel="draft_dense", ctx=ctx, batch=B, page=P, variant=var, kwargs=kw, us=ms * 1e3,
+            r = dict(kernel=kernel, ctx=ctx, batch=B, page=P, variant=var, kwargs=kw, us=ms * 1e3,
                      bw=nbytes / ms / 1e6 / gbps)
             if eager and not var:
                 r["eager_us"] = timer(fn, graph=False) * 1e3
             rows.append(r)
             parts.append(f"{'/'.join(f'{k}={v}' for k, v in var.items()) or 'default'} {ms * 1e3:.1f}us "
                          f"{r['bw']:.0%}" + (f" (eager {r['eager_us']:.1f})" if 'eager_us' in r else ""))
-        log(f"draft ctx={ctx:>6} B={B:>2} P={P:>3} | " + " | ".join(parts))
+        log(f"{kernel} ctx={ctx:>6} B={B:>2} P={P:>3} pages={ids.shape[1]} | " + " | ".join(parts))
         qb = None  # noqa: F841 (free the pool before the next configuration)
         torch.cuda.empty_cache()
     return rows
@@ -264,14 +281,27 @@ def bench_quantize(batches, P, gbps, log):
     return rows
 
 
-def check_draft(log):
-    """Fresh random quantized pages (reference quantizer) vs draft_decode_ref: the asm conversion paths on the GPU."""
+def check_draft(log, variants=({},)):
+    """Fresh random quantized pages (reference quantizer) vs draft_decode_ref: the asm conversion paths on the GPU.
+    The default launch at P = 64 and 128; every other kernel-changing keyword combination of ``variants`` at P = 64
+    (the page size the variants are for)."""
+    kws = []
+    for var in variants:
+        kw = {k: v for k, v in draft_kwargs(var, 1, 1, 64).items() if k in KERNEL_KW}
+        kws += [kw] if kw not in kws else []
+    worst = 0.0
+    for kw in kws:
+        worst = max(worst, _check_draft_one(log, kw, (64, 128) if not kw else (64,)))
+    return worst
+
+
+def _check_draft_one(log, kw, pages):
     from sgl_spec.kernels.draft_decode import draft_decode
     from sgl_spec.kernels.draft_decode_ref import draft_decode as ref
 
     gen = torch.Generator().manual_seed(int(time.time()))
     worst = 0.0
-    for P in (64, 128):
+    for P in pages:
         for lens in ([4097], [3 * P + 5, 1, 2 * P, 9 * P + 63]):
             toks = [(torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE) * 2,
                      torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE)) for n in lens]
@@ -281,12 +311,13 @@ def check_draft(log):
             args = (q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, SM_SCALE)
             for ns in (None, 1, 7):
                 out = torch.full_like(q, float("nan"))
-                draft_decode(*args, out=out, num_splits=ns)
+                draft_decode(*args, out=out, num_splits=ns, **kw)
                 want = ref(*args, out=torch.empty(q.shape, device="cuda"))
                 err = ((out.float() - want).norm() / want.norm()).item()
-                worst = max(worst, err if err == err else float("inf"))
                 bad = (~torch.isfinite(out)).sum().item()
-                log(f"check draft P={P} lens={lens} ns={ns}: rel err {err:.2e} nonfinite {bad}")
+                worst = max(worst, err if err == err and bad == 0 else float("inf"))
+                log(f"check draft {kw or 'default'} P={P} lens={lens} ns={ns}: rel err {err:.2e} nonfinite {bad} -> "
+                    f"{'ok' if err < 1e-2 and bad == 0 else 'FAIL'}")
     return worst
 
 
@@ -294,7 +325,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/dev_kernels")
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
-    ap.add_argument("--variants", default="")
+    ap.add_argument("--variants", default="",
+                    help="draft variants ';'-separated, 'k=v,k=v' each: ns=N|Nx nw st nr (0: no cap) pf|pd=0|1|2 "
+                         "fs=0|1 (flat key scales) mps=N (min pages a split) mc=N (merge chunk) pps=N (programs/SM, splits)")
+    ap.add_argument("--draft-sparse", default="",
+                    help="ctx:B:P list timed with select_topk_pages-sized lists (--ratio, min 1 page, 1 sink)")
+    ap.add_argument("--ratio", type=float, default=0.07)
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
     ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
                     help="comma list: '' new kernel, off = scores off, v0 = previous kernel, "
@@ -318,11 +354,14 @@ def main():
     gbps = copy_gbps()
     log(f"[device] {torch.cuda.get_device_name()} copy {gbps:.0f} GB/s triton {triton.__version__}")
     res = dict(device=torch.cuda.get_device_name(), copy_gbps=gbps, argv=sys.argv, rows=[])
-    if not a.skip_check and a.draft:
-        res["draft_check_worst_rel"] = check_draft(log)
+    if not a.skip_check and (a.draft or a.draft_sparse):
+        res["draft_check_worst_rel"] = check_draft(log, parse_variants(a.variants))
     if not a.skip_check and a.verify:
         res["verify_check_worst_rel"] = check_verify(log, a.check_variants.split(","))
     res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
+    if a.draft_sparse:
+        res["rows"] += bench_draft(cfg(a.draft_sparse), parse_variants(a.variants), gbps, log, a.eager,
+                                   sparse=(a.ratio, 1, 1))
     if a.verify:
         res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","))
     if a.quantize:

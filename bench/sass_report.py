@@ -79,17 +79,21 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64):
+def _draft(P=64, pf=None, fs=False, nr=None):
+    """The draft_decode stage-1 kernel; pf / fs / nr: the launcher's prefetch / flat_scales / maxnreg keywords."""
     from sgl_spec.kernels import draft_decode as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
                  hv_ptr="*bf16", vs_ptr="*fp16", vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", hslot_ptr="*i32",
                  hstart_ptr="*i32", hlen_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", qk_scale="fp32")
-    nw, st, pf, nr, _ = dd.launch_config(P, 16)
+    nw, st, cpf, cnr, _ = dd.launch_config(P, 16)
+    pf = int(cpf if pf is None else pf)
+    nr = cnr if nr is None else (nr or None)
     const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
-                 USE_ASM=True, PREFETCH=pf)
+                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
-                        num_stages=1 if pf else st, maxnreg=nr), f"draft_decode P={P} (Llama-3-8B shapes)")
+                        num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
+           f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} (Llama-3-8B shapes)")
 
 
 def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None):
@@ -124,9 +128,11 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft":
-        for P in (64, 128):
-            _draft(P)
+    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1|2] [fs=0|1] [nr=N|0]
+        kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
+        for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
+            _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv.get("fs", 0)),
+                   nr=int(kv["nr"]) if "nr" in kv else None)
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8]
         args = sys.argv[2:]
         kw = dict(old="old" in args, maxnreg=next((int(a) for a in args if a.isdigit()), None))

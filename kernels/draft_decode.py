@@ -40,6 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
+from sgl_spec.kernels.nibble_words import _div16, _keys_f16, _values_f16
 from sgl_spec.kvformat import PageStore
 
 RING = 2
@@ -64,157 +66,67 @@ NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is
 _LOG2E = 1.4426950408889634
 
 
-# ---- nibble -> fp16 ------------------------------------------------------------------------------------------------
-# The planes are read as int32 words (4 packed bytes = channels 4w..4w+3, each with its j + D/2 partner in the high
-# nibble), so no byte is ever moved alone. Per word, one asm block: a PRMT spreads bytes (0, 1) and (2, 3) into the
-# two 16-bit lanes, a LOP3 per nibble makes the fp16 1024 + x (exponent 2^10, so the mantissa is x: the "magic
-# number" conversion) from the low nibble (x = u) or the masked high nibble (x = 16 u, no shift), and one HSUB2
-# removes the bias (exact). Each output register is an fp16 pair of adjacent channels, which is how Triton holds
-# fp16 tensors, so splitting it into two fp16 values and joining them back compiles to nothing. ~10 instructions per
-# 8 nibbles (+4 HFMA2 for keys), where per-element code costs ~2.3 per nibble (and I2F runs at 1/4 rate).
-_PROLOGUE = """
-.reg .b32 t, u, l0, l1, h0, h1, bias;
-prmt.b32 t, $4, 0, 0x4140;
-prmt.b32 u, $4, 0, 0x4342;
-lop3.b32 l0, t, 0x000F000F, 0x64006400, 0xEA;
-lop3.b32 l1, u, 0x000F000F, 0x64006400, 0xEA;
-lop3.b32 h0, t, 0x00F000F0, 0x64006400, 0xEA;
-lop3.b32 h1, u, 0x00F000F0, 0x64006400, 0xEA;
-"""
-# values: centred codes u - 8 and 16 (u - 8) (biases 1032, 1152); the per-token scale folds into p
-_ASM_VALUES = tl.constexpr("{" + _PROLOGUE + """
-mov.b32 bias, 0x64086408;
-sub.f16x2 $0, l0, bias;
-sub.f16x2 $1, l1, bias;
-mov.b32 bias, 0x64806480;
-sub.f16x2 $2, h0, bias;
-sub.f16x2 $3, h1, bias;
-}""")
-# keys, dequantized: u s + z (low nibble), (16 u) (s / 16) + z (high nibble), one fp16 rounding each (u - 1024 and
-# 16 u - 1024 are exact). Inputs $5..$12: (s, z) pairs of channels (4w, 4w+1), (4w+2, 4w+3), low then high half.
-_ASM_KEYS = tl.constexpr("{" + _PROLOGUE + """
-mov.b32 bias, 0x64006400;
-sub.f16x2 l0, l0, bias;
-sub.f16x2 l1, l1, bias;
-sub.f16x2 h0, h0, bias;
-sub.f16x2 h1, h1, bias;
-fma.rn.f16x2 $0, l0, $5, $7;
-fma.rn.f16x2 $1, l1, $6, $8;
-fma.rn.f16x2 $2, h0, $9, $11;
-fma.rn.f16x2 $3, h1, $10, $12;
-}""")
-
-
-@triton.jit
-def _f16_pair(x):
-    """int32 holding two fp16 (bits 0-15, 16-31) -> fp16 [..., 2]."""
-    return tl.join(x.to(tl.int16).to(tl.float16, bitcast=True), (x >> 16).to(tl.int16).to(tl.float16, bitcast=True))
-
-
-@triton.jit
-def _tile(p01, p23):
-    """Four fp16 pair tensors [R, BW] (int32 bits: channels (4w, 4w+1), (4w+2, 4w+3)) -> fp16 [R, 4 BW]."""
-    R: tl.constexpr = p01.shape[0]
-    C: tl.constexpr = 4 * p01.shape[1]
-    return tl.reshape(tl.permute(tl.join(_f16_pair(p01), _f16_pair(p23)), (0, 1, 3, 2)), (R, C))
-
-
-@triton.jit
-def _u(w, k: tl.constexpr, HIGH: tl.constexpr):
-    """fp32 nibble code of byte k of each word (interpreter path); the high nibble as 16 u."""
-    b = (w >> (8 * k)) & 255
-    return (b & 240).to(tl.float32) if HIGH else (b & 15).to(tl.float32)
-
-
-@triton.jit
-def _values_f16(w, USE_ASM: tl.constexpr):
-    """int32 words [P, BW] -> centred value codes (u - 8, 16 (u - 8)) as exact fp16 [P, 4 BW] (channel = column)."""
-    if USE_ASM:
-        l01, l23, h01, h23 = tl.inline_asm_elementwise(
-            _ASM_VALUES, "=r,=r,=r,=r,r", [w], dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-        return _tile(l01, l23), _tile(h01, h23)
-    else:
-        R: tl.constexpr = w.shape[0]
-        C: tl.constexpr = 4 * w.shape[1]
-        lo = tl.join(tl.join(_u(w, 0, False), _u(w, 1, False)), tl.join(_u(w, 2, False), _u(w, 3, False))) - 8.0
-        hi = tl.join(tl.join(_u(w, 0, True), _u(w, 1, True)), tl.join(_u(w, 2, True), _u(w, 3, True))) - 128.0
-        lo = tl.reshape(tl.permute(lo, (0, 1, 3, 2)), (R, C))
-        hi = tl.reshape(tl.permute(hi, (0, 1, 3, 2)), (R, C))
-        return lo.to(tl.float16), hi.to(tl.float16)
-
-
-@triton.jit
-def _keys_f16(w, s_lo, z_lo, s_hi, z_hi, USE_ASM: tl.constexpr):
-    """int32 words [P, BW] + per-channel scale/zero as int32 fp16-pair tensors [BW, 2] (pairs (4w, 4w+1), (4w+2,
-    4w+3); s_hi already divided by 16) -> dequantized keys (low half, high half) fp16 [P, 4 BW]."""
-    sl01, sl23 = tl.split(s_lo)
-    zl01, zl23 = tl.split(z_lo)
-    sh01, sh23 = tl.split(s_hi)
-    zh01, zh23 = tl.split(z_hi)
-    if USE_ASM:
-        l01, l23, h01, h23 = tl.inline_asm_elementwise(
-            _ASM_KEYS, "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r",
-            [w, sl01[None, :], sl23[None, :], zl01[None, :], zl23[None, :],
-             sh01[None, :], sh23[None, :], zh01[None, :], zh23[None, :]],
-            dtype=(tl.int32,) * 4, is_pure=True, pack=1)
-        return _tile(l01, l23), _tile(h01, h23)
-    else:  # fp32 u s + z rounded once to fp16, as the fused f16x2 FMA does (up to a double rounding)
-        R: tl.constexpr = w.shape[0]
-        C: tl.constexpr = 4 * w.shape[1]
-        s_l = tl.reshape(_f16_pair(s_lo), (C,)).to(tl.float32)
-        z_l = tl.reshape(_f16_pair(z_lo), (C,)).to(tl.float32)
-        s_h = tl.reshape(_f16_pair(s_hi), (C,)).to(tl.float32)
-        z_h = tl.reshape(_f16_pair(z_hi), (C,)).to(tl.float32)
-        lo = tl.join(tl.join(_u(w, 0, False), _u(w, 1, False)), tl.join(_u(w, 2, False), _u(w, 3, False)))
-        hi = tl.join(tl.join(_u(w, 0, True), _u(w, 1, True)), tl.join(_u(w, 2, True), _u(w, 3, True)))
-        lo = tl.reshape(tl.permute(lo, (0, 1, 3, 2)), (R, C))
-        hi = tl.reshape(tl.permute(hi, (0, 1, 3, 2)), (R, C))
-        return (lo * s_l[None, :] + z_l[None, :]).to(tl.float16), (hi * s_h[None, :] + z_h[None, :]).to(tl.float16)
+# nibble -> fp16 conversion (inline PTX / interpreter path): kernels/nibble_words.py
 
 
 @triton.jit
 def _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-               page, ok, h, offs_n, offs_w, w_ok, W: tl.constexpr):
-    """One page's draft tiles for KV head h: key/value words [P, BLOCK_W] (int32), the key scales/zeros as int32
-    fp16-pair tiles [BLOCK_W, 2] per half (s/16 for the high half), the value scales/zeros fp16 [P]."""
+               page, ok, h, offs_n, offs_w, w_ok, W: tl.constexpr, FLAT_SCALES: tl.constexpr):
+    """One page's draft tiles for KV head h: (key words, value words) [P, BLOCK_W] int32, the key scales/zeros, the
+    value scales/zeros fp16 [P]. Key scales/zeros: a tuple of int32 fp16-pair tiles [BLOCK_W, 2] (s_lo, s_hi, z_lo,
+    z_hi) loaded in the layout the conversion uses (each thread its own copy of its words' channels: 16 LDG.64 a
+    page for D = 128), or with FLAT_SCALES one flat int32 vector [8 BLOCK_W] (one word a thread for D = 128, no
+    copies; ``_key_tiles`` redistributes it, through shared memory, when the page is computed)."""
     pg = page.to(tl.int64)
     tile = pg * s_up + h * s_uh + offs_n[:, None].to(tl.int64) * W + offs_w[None, :]
     m2 = ok & w_ok[None, :]
     kw = tl.load(ku_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
     vw = tl.load(vu_ptr + tile, mask=m2, other=0, cache_modifier=".cg")
     # k_scale / k_zero as int32 words (2 channels each): word 2w + t holds channels 4w + 2t, 4w + 2t + 1
-    pair = pg * s_ksp + h * s_ksh + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
-    m1 = ok & w_ok[:, None]
-    ks_lo = tl.load(ks_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
-    ks_hi = tl.load(ks_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
-    kz_lo = tl.load(kz_ptr + pair, mask=m1, other=0, eviction_policy="evict_first")
-    kz_hi = tl.load(kz_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first")
+    base = pg * s_ksp + h * s_ksh
+    if FLAT_SCALES:
+        BW: tl.constexpr = offs_w.shape[0]
+        f = tl.arange(0, 8 * BW)  # f = ((kind * 2 + half) * BW + w) * 2 + t; kind 0: scales, 1: zeros
+        w = (f // 2) % BW
+        at = base + ((f // (2 * BW)) % 2) * (2 * W) + 2 * w + f % 2
+        ptr = tl.where(f < 4 * BW, ks_ptr + at, kz_ptr + at)
+        ksc = tl.load(ptr, mask=ok & (w < W), other=0, eviction_policy="evict_first")
+    else:
+        pair = base + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
+        m1 = ok & w_ok[:, None]
+        ksc = (tl.load(ks_ptr + pair, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(ks_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(kz_ptr + pair, mask=m1, other=0, eviction_policy="evict_first"),
+               tl.load(kz_ptr + pair + W * 2, mask=m1, other=0, eviction_policy="evict_first"))
     vrow = pg * s_vsp + h * s_vsh + offs_n
     vsc = tl.load(vs_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
     vzr = tl.load(vz_ptr + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
-    return kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr
+    return kw, vw, ksc, vsc, vzr
 
 
 @triton.jit
-def _div16(x, USE_ASM: tl.constexpr):
-    """int32 fp16 pairs -> the same pairs divided by 16 (exact unless subnormal)."""
-    if USE_ASM:
-        return tl.inline_asm_elementwise("{.reg .b32 c; mov.b32 c, 0x2C002C00; mul.rn.f16x2 $0, $1, c;}", "=r,r", [x], dtype=tl.int32,
-                                         is_pure=True, pack=1)
+def _key_tiles(ksc, BW: tl.constexpr, FLAT_SCALES: tl.constexpr):
+    """(s_lo, s_hi, z_lo, z_hi) int32 fp16-pair tiles [BW, 2] from ``_load_page``'s key scales/zeros."""
+    if FLAT_SCALES:
+        x = tl.permute(tl.reshape(ksc, (2, 2, BW, 2)), (2, 3, 1, 0))  # [w, t, half, kind]
+        sc, zr = tl.split(x)
+        s_lo, s_hi = tl.split(sc)
+        z_lo, z_hi = tl.split(zr)
+        return s_lo, s_hi, z_lo, z_hi
     else:
-        y = (_f16_pair(x).to(tl.float32) * 0.0625).to(tl.float16)  # [..., 2, 2]
-        lo, hi = tl.split(y.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)
-        return lo | (hi << 16)
+        return ksc
 
 
 @triton.jit
-def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr,
+def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, page, BW: tl.constexpr, FLAT_SCALES: tl.constexpr,
                  USE_ASM: tl.constexpr):
-    """Online-softmax update with one quantized page, transposed so the page's P tokens are the MMA's M dimension
-    (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys dequantized to fp16 in
-    registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P] (p∘s_v)^T [P, GPAD].
-    Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value zero term); acc_hi
-    holds 16x the high channels."""
+    """Online-softmax update with one quantized page (``_load_page``'s tuple), transposed so the page's P tokens are
+    the MMA's M dimension (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys
+    dequantized to fp16 in registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P]
+    (p∘s_v)^T [P, GPAD]. Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value
+    zero term); acc_hi holds 16x the high channels."""
+    kw, vw, ksc, vsc, vzr = page
+    ks_lo, ks_hi, kz_lo, kz_hi = _key_tiles(ksc, BW, FLAT_SCALES)
     k_lo, k_hi = _keys_f16(kw, ks_lo, kz_lo, _div16(ks_hi, USE_ASM), kz_hi, USE_ASM)
     sc = tl.dot(k_lo, q_lo)
     sc = tl.dot(k_hi, q_hi, sc)  # [P, GPAD]
@@ -232,16 +144,6 @@ def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, kw, vw, ks_lo, ks_hi
 
 
 @triton.jit
-def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF: tl.constexpr):
-    tl.store(m_ptr + prow, m_i, mask=g_ok)
-    tl.store(l_ptr + prow, l_i, mask=g_ok)
-    a = acc_ptr + prow[:, None] * (2 * HALF) + offs_c[None, :]
-    msk = g_ok[:, None] & c_ok[None, :]
-    tl.store(a, acc_lo, mask=msk)
-    tl.store(a + HALF, acc_hi, mask=msk)
-
-
-@triton.jit
 def _draft_decode_kernel(
     q_ptr, s_qb, s_qh,
     ku_ptr, vu_ptr, s_up, s_uh,
@@ -254,7 +156,7 @@ def _draft_decode_kernel(
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -329,64 +231,48 @@ def _draft_decode_kernel(
         at_lo = tl.zeros([BLOCK_C, GPAD], tl.float32)
         at_hi = tl.zeros([BLOCK_C, GPAD], tl.float32)
         m_t = tl.full([GPAD], float("-inf"), tl.float32)
-        if PREFETCH:
-            # Register double buffering by hand (launched with num_stages=1): the loads of page i+1 are issued
-            # before page i is computed and consumed one iteration later, so a page's memory latency overlaps the
-            # previous page's work. (Triton's own pipeliner turns the page-id load that addresses the tiles into a
-            # cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
+        BW: tl.constexpr = BLOCK_C // 4
+        if PREFETCH >= 1:
+            # Register prefetch by hand (launched with num_stages=1): the loads of page i+PREFETCH are issued before
+            # page i is computed and consumed PREFETCH iterations later, so a page's memory latency overlaps the
+            # work of the pages before it. (Triton's own pipeliner turns the page-id load that addresses the tiles
+            # into a cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
             cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                             tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-            kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = cur
-            pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
-            for i in range(lo, hi):
-                nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr = _load_page(
-                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                    pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-                pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
-                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
-                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
-                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = nkw, nvw, nks_lo, nks_hi, nkz_lo, nkz_hi, nvsc, nvzr
+                             tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4,
+                             FLAT_SCALES)
+            if PREFETCH == 1:
+                pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
+                for i in range(lo, hi):
+                    nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                     s_vsh, pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                    pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                               FLAT_SCALES, USE_ASM)
+                    cur = nxt
+            else:  # two pages in flight
+                nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                 s_vsh, tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0), lo + 1 < hi, h, offs_n,
+                                 offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                pg_next = tl.load(ids + lo + 2, mask=lo + 2 < hi, other=0)
+                for i in range(lo, hi):
+                    nxt2 = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                      s_vsh, pg_next, i + 2 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                    pg_next = tl.load(ids + i + 3, mask=i + 3 < hi, other=0)
+                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                               FLAT_SCALES, USE_ASM)
+                    cur = nxt
+                    nxt = nxt2
         else:
             for i in range(lo, hi):
-                page = tl.load(ids + i)
-                kw, vw, ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr = _load_page(
-                    ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
-                    page, i < hi, h, offs_n, offs_w, w_ok, HALF // 4)
-                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, kw, vw,
-                                                           ks_lo, ks_hi, kz_lo, kz_hi, vsc, vzr, USE_ASM)
+                cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
+                                 s_vsh, tl.load(ids + i), i < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                           FLAT_SCALES, USE_ASM)
         l_i = tl.sum(l_t, 0)
         z_i = tl.sum(z_t, 0)
         acc_lo = tl.trans(at_lo + z_i[None, :])
         acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
-
-
-@triton.jit
-def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
-                               NPART: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
-                               D: tl.constexpr, BLOCK_D: tl.constexpr):
-    """One program per (request, query head): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s."""
-    pid = tl.program_id(0)
-    base = pid.to(tl.int64) * NPART
-    offs_s = tl.arange(0, BLOCK_S)
-    ms = tl.load(m_ptr + base + offs_s, mask=offs_s < NPART, other=float("-inf"))
-    big = tl.max(ms, 0)  # finite: the hot partial always holds >= 1 token
-    ls = tl.load(l_ptr + base + offs_s, mask=offs_s < NPART, other=0.0)
-    denom = tl.sum(tl.exp2(ms - big) * ls, 0)
-    offs_d = tl.arange(0, BLOCK_D)
-    d_ok = offs_d < D
-    acc = tl.zeros([BLOCK_D], tl.float32)
-    for c0 in range(0, NPART, CHUNK):
-        offs = c0 + tl.arange(0, CHUNK)
-        ok = offs < NPART
-        w = tl.exp2(tl.load(m_ptr + base + offs, mask=ok, other=float("-inf")) - big)
-        a = tl.load(acc_ptr + (base + offs)[:, None] * D + offs_d[None, :], mask=ok[:, None] & d_ok[None, :],
-                    other=0.0)
-        acc += tl.sum(w[:, None] * a, 0)
-    b = pid // HQ
-    hq = pid % HQ
-    o = out_ptr + b.to(tl.int64) * s_ob + hq.to(tl.int64) * s_oh + offs_d
-    tl.store(o, (acc / denom).to(out_ptr.dtype.element_ty), mask=d_ok)
 
 
 def _interpreting() -> bool:
@@ -409,7 +295,8 @@ def launch_config(page_size: int, gpad: int):
     return cfg
 
 
-def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3) -> int:
+def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
+                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
     """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
     n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
     counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
@@ -420,7 +307,7 @@ def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int,
         return 1
     bh = max(1, batch * num_kv_heads)
     slots = max(1, programs_per_sm * sm_count)
-    cap = max(1, min(triton.cdiv(max_pages, MIN_PAGES_PER_SPLIT), MAX_SPLITS))
+    cap = max(1, min(triton.cdiv(max_pages, max(1, min_pages_per_split)), MAX_SPLITS))
     best, best_cost = 1, triton.cdiv(bh, slots)
     for waves in range(1, MAX_WAVES + 1):  # the most splits that fill `waves` full waves
         ns = min(waves * slots // bh, cap)
@@ -441,9 +328,13 @@ def _check(name, t, shape, dtypes, device):
 
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
-                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None):
-    """See docs/CONTRACTS.md. ``num_splits``, ``num_warps``, ``num_stages``, ``maxnreg``, ``prefetch`` (keywords,
-    optional) override the heuristics (tests, tuning)."""
+                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
+                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None):
+    """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
+    ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight,
+    2: two pages), ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
+    ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
+    ``merge_chunk`` (partials the merge reads per step, 16)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -495,10 +386,16 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
     nw = int(num_warps) if num_warps else cfg_nw
-    pf = cfg_pf if prefetch is None else bool(prefetch)
+    pf = int(cfg_pf if prefetch is None else prefetch)
+    if pf not in (0, 1, 2):
+        raise ValueError(f"draft_decode: prefetch must be 0, 1 or 2, got {prefetch}")
+    fs = bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
-    nr = int(maxnreg) if maxnreg else cfg_nr
-    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp, _sm_count(dev), ppsm)
+    nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
+    mc = triton.next_power_of_2(int(merge_chunk or 16))
+    ppsm = int(programs_per_sm or ppsm)
+    ns = int(num_splits) if num_splits is not None else num_splits_for(
+        B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     npart = ns + 1
@@ -521,12 +418,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
-        USE_ASM=not _interpreting(), PREFETCH=pf,
+        USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
-        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(16, triton.next_power_of_2(npart)),
+        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
         D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4,
     )
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.draft_decode import _f16_pair, _tile
+from sgl_spec.kernels.nibble_words import _f16_pair, _tile
 
 _PAIR = """
 .reg .b32 a0, a1, b0, b1, t0, t1, r0, r1, r2, r3, bias;

@@ -125,6 +125,46 @@ def test_triton_many_pages_and_split_counts(device):
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
+# launch variants (bench/dev_kernels.py --variants): two pages in flight, key scales loaded once a program (flat),
+# no prefetch, the small-list split rule and the one-step merge; each must match the reference as the default does
+VARIANTS = [
+    dict(prefetch=2),
+    dict(flat_scales=True),
+    dict(prefetch=2, flat_scales=True),
+    dict(prefetch=0, flat_scales=True),
+    dict(min_pages_per_split=1, merge_chunk=64),
+    dict(flat_scales=True, maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
+]
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+@pytest.mark.parametrize("case", [3, 5])
+def test_triton_variants_match_ref(kw, case, device):
+    """Cases 3 (D=128, P=64: the Llama tile) and 5 (D/2=48: padded word tile, masked scale words), 1..9 pages."""
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    B, Hq, Hkv, D, P, n_pages, hot, dt, ns = CASES[case]
+    dtype = DTYPES[dt]
+    args = make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, seed=B * 100 + D + P)
+    ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))
+    for splits in (ns, None):  # the case's split count (several pages a split) and the heuristic
+        out = torch.full((B, Hq, D), float("nan"), dtype=dtype, device=device)
+        draft_decode(**args, out=out, num_splits=splits, **kw)
+        torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype], msg=f"ns={splits}")
+
+
+def test_triton_variants_long_list(device):
+    """Two pages in flight over a long odd list and splits with 0, 1, 2 and many pages (prefetch masks at the end)."""
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    args = make_case(2, 4, 2, 64, 32, [23, 4], [(12, 40), (0, 1)], torch.float16, device, seed=7, q_scale=4.0)
+    ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(2, 4, 64))
+    for ns in (1, 5, 12, 40):
+        out = torch.full((2, 4, 64), float("nan"), dtype=torch.float16, device=device)
+        draft_decode(**args, out=out, num_splits=ns, prefetch=2, flat_scales=True)
+        torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
+
+
 def test_triton_strided_q_and_lower_planes_unread(device):
     """q with a padded head stride; garbage in the lower planes must not change the output."""
     from sgl_spec.kernels.draft_decode import draft_decode
