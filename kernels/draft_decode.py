@@ -48,17 +48,22 @@ RING = 2
 _RING_C = tl.constexpr(RING)  # jit functions only see constexpr globals
 # Launch configuration per page size (measured on an H100, bench/NOTES_kernels.md):
 #   P <= 64: 4 warps (one wgmma warpgroup for the [64, 16] score tile), hand-written register double buffering
-#            (PREFETCH, num_stages=1), registers capped at 168 (no spills) so 3 programs fit an SM;
+#            (PREFETCH, num_stages=1), registers capped at 128 (24 B of stack, none in the loop) so 4 programs fit an SM;
 #   P = 128: 8 warps, Triton's cp.async pipeline (2 stages), registers capped at 128 (prefetching a 128-token page
 #            in registers needs 217 a thread: one program an SM), 4 programs an SM in two waves measured best.
 # programs_per_sm sets the split count (num_splits_for): one wave of page programs, never fewer than
 # MIN_PAGES_PER_SPLIT pages a split when the list is full.
 LAUNCH = {  # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_per_sm)
-    32: (4, 1, True, 168, 3),
-    64: (4, 1, True, 168, 3),
+    32: (4, 1, True, 128, 4),
+    64: (4, 1, True, 128, 4),
     128: (8, 2, False, 128, 4),
 }
-MIN_PAGES_PER_SPLIT = 4
+# P <= 64 defaults measured on the H100 (bench/NOTES_kernels.md, iteration 5): flat key scales, 4 programs an SM at
+# 128 registers, splits down to one page and a 64-wide merge step: 128k B=1 dense 109.5 -> 98.5 us, 256k B=8 1513 ->
+# 1269 us, 7% sparse at 128k B=1 22.2 -> 21.9 us.
+FLAT_SCALES_MAX_P = 64
+MIN_PAGES_PER_SPLIT = 1
+MERGE_CHUNK = 64
 MAX_SPLITS = 256
 SPLIT_SLACK = 0.02
 MAX_WAVES = 4
@@ -334,7 +339,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight,
     2: two pages), ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
-    ``merge_chunk`` (partials the merge reads per step, 16)."""
+    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -389,10 +394,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     pf = int(cfg_pf if prefetch is None else prefetch)
     if pf not in (0, 1, 2):
         raise ValueError(f"draft_decode: prefetch must be 0, 1 or 2, got {prefetch}")
-    fs = bool(flat_scales)
+    fs = P <= FLAT_SCALES_MAX_P if flat_scales is None else bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
-    mc = triton.next_power_of_2(int(merge_chunk or 16))
+    mc = triton.next_power_of_2(int(merge_chunk or MERGE_CHUNK))
     ppsm = int(programs_per_sm or ppsm)
     ns = int(num_splits) if num_splits is not None else num_splits_for(
         B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)

@@ -41,9 +41,7 @@ def _attention_backend_base():
 class _Tokens:
     """Where this forward's new tokens go in the ring, and which pages they complete."""
 
-    w_slot: torch.Tensor  # [T] ring slot per new token (0 = SGLang's padding slot: a trash target)
-    w_ring: torch.Tensor  # [T] (pos // P) % R
-    w_off: torch.Tensor  # [T] pos % P
+    w_row: torch.Tensor  # [T] int64 flat ring row (slot * R + (pos // P) % R) * P + pos % P; slot 0 = trash
     q_rows: torch.Tensor  # [n] int64: first row of each completed page in the quantize source
     q_pages: torch.Tensor  # [n] int32: its physical page id
 
@@ -55,6 +53,10 @@ class _Decode:  # DECODE and TARGET_VERIFY: device tensors, static shapes
     q_start: torch.Tensor  # [B] int32 position of each request's first query row
     page_table: torch.Tensor  # [B, MAXP] int32
     nq: int
+    # draft forwards only (None otherwise): the hot range and the dense page count, the same for every layer
+    hot_start: Optional[torch.Tensor] = None  # [B] int32 first ring position the draft reads
+    hot_len: Optional[torch.Tensor] = None  # [B] int32 ring tokens up to and including the query's own
+    dense_pages: Optional[torch.Tensor] = None  # [B] int32 complete pages before the ring (dense drafts)
 
 
 @dataclass
@@ -73,6 +75,12 @@ class _Draft:  # set by the worker through draft_mode()
     window_start: torch.Tensor  # [B] first position of the round (kept by reference: a captured graph reads it)
     page_ids: Optional[torch.Tensor]  # [L, B, KCAP] int32 physical ids, or None = dense
     num_pages: Optional[torch.Tensor]  # [L, B] int32
+
+
+def _ring_rows(slot: torch.Tensor, pos: torch.Tensor, P: int) -> torch.Tensor:
+    """Flat hot-ring row of each token: ``hot[slot, (pos // P) % R, pos % P]`` as a row of ``hot.view(-1, H, D)``."""
+    ring = torch.remainder(torch.div(pos, P, rounding_mode="floor"), R)
+    return (slot.long() * R + ring) * P + torch.remainder(pos, P)
 
 
 class QuantSpecAttnBackend(_attention_backend_base()):
@@ -189,13 +197,17 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             completes = torch.zeros_like(completes)  # drafts never quantize: verify rewrites these positions
         phys = page_table.gather(1, j.clamp(max=page_table.shape[1] - 1).view(B, 1)).view(B)
         tok = _Tokens(
-            w_slot=slots.repeat_interleave(nq),
-            w_ring=torch.remainder(torch.div(pos, P, rounding_mode="floor"), R).view(-1),
-            w_off=torch.remainder(pos, P).view(-1),
+            w_row=_ring_rows(slots.repeat_interleave(nq), pos.view(-1), P),
             q_rows=(slots * R + torch.remainder(j, R)) * P,
             q_pages=torch.where(completes, phys, torch.zeros_like(phys)).to(torch.int32),
         )
-        return _Decode(tok, slots.to(torch.int32), q_start.to(torch.int32), page_table, nq)
+        md = _Decode(tok, slots.to(torch.int32), q_start.to(torch.int32), page_table, nq)
+        if self._draft is not None:  # once a forward, not once a layer (a draft pass is launch-bound on small models)
+            first_page = torch.div(self._draft.window_start, P, rounding_mode="floor")
+            md.hot_start = (first_page * P).to(torch.int32)
+            md.hot_len = md.q_start - md.hot_start + 1
+            md.dense_pages = first_page.to(torch.int32)
+        return md
 
     def _extend_metadata(self, fb) -> _Extend:
         P = self.P
@@ -235,9 +247,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
                                           lens_t, output_size=T)
         keep = torch.div(pos, P, rounding_mode="floor") >= torch.div(tok_end - 1, P, rounding_mode="floor") - (R - 1)
         tok = _Tokens(
-            w_slot=torch.where(keep, tok_slot, torch.zeros_like(tok_slot)),
-            w_ring=torch.remainder(torch.div(pos, P, rounding_mode="floor"), R),
-            w_off=torch.remainder(pos, P),
+            w_row=_ring_rows(torch.where(keep, tok_slot, torch.zeros_like(tok_slot)), pos, P),
             q_rows=torch.tensor(rows, dtype=torch.long, device=dev),
             q_pages=q_pages.to(torch.int32),
         )
@@ -253,8 +263,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         return store, hot_k, hot_v
 
     def _write_ring(self, tok: _Tokens, hot_k, hot_v, k, v):
-        hot_k[tok.w_slot, tok.w_ring, tok.w_off] = k.to(hot_k.dtype)
-        hot_v[tok.w_slot, tok.w_ring, tok.w_off] = v.to(hot_v.dtype)
+        ops.ring_write(hot_k, hot_v, tok.w_row, k, v)
 
     def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
         if forward_batch.forward_mode.is_target_verify():
@@ -329,14 +338,10 @@ class QuantSpecAttnBackend(_attention_backend_base()):
 
     def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v):
         d = self._draft
-        first_page = torch.div(d.window_start, self.P, rounding_mode="floor")
-        hot_start = (first_page * self.P).to(torch.int32)
         if d.page_ids is None:  # dense: every complete page before the hot pages
-            page_ids = md.page_table
-            num_pages = first_page.to(torch.int32)
+            page_ids, num_pages = md.page_table, md.dense_pages
         else:
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
-        hot_len = (md.q_start - hot_start + 1).to(torch.int32)
-        return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, hot_start, hot_len,
+        return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, md.hot_start, md.hot_len,
                                 layer.scaling)

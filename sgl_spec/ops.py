@@ -9,7 +9,7 @@ import os
 
 import torch
 
-_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages")
+_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write")
 
 
 def _use_triton(t: torch.Tensor) -> bool:
@@ -36,3 +36,7 @@ def verify_attention(q, *args, **kw):
 def select_topk_pages(scores, num_eligible, *args, **kw):
     # scores may be None (score-free selection: streaming pages), num_eligible never is
     return _impl("select_topk_pages", _use_triton(num_eligible))(scores, num_eligible, *args, **kw)
+
+
+def ring_write(hot_k, *args, **kw):
+    return _impl("ring_write", _use_triton(hot_k))(hot_k, *args, **kw)
