@@ -180,13 +180,14 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
-@pytest.mark.parametrize("pp", [2])
+@pytest.mark.parametrize("pp,qa", [(2, False), (1, True)])
 @pytest.mark.parametrize("case_i", [3, 9, 13])
-def test_verify_variants(monkeypatch, pp, case_i):
-    """The dev-timed variant (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
-    of one page) against the reference, as the default is in test_verify_attention."""
+def test_verify_variants(monkeypatch, pp, qa, case_i):
+    """The dev-timed variants (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
+    of one page; rows as the MMA M dimension) against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
+    monkeypatch.setattr(va, "ROWS_AS_M", qa)
     monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
     sm_scale = 1.0 / math.sqrt(D)
