@@ -92,7 +92,7 @@ def _draft(P=64):
                         num_stages=1 if pf else st, maxnreg=nr), f"draft_decode P={P} (Llama-3-8B shapes)")
 
 
-def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=False):
+def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0):
     """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code."""
     if old:
         sys.path.insert(0, os.path.dirname(__file__))
@@ -127,12 +127,12 @@ if __name__ == "__main__":
     if what == "draft":
         for P in (64, 128):
             _draft(P)
-    elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1]
+    elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2]
         args = sys.argv[2:]
         kw = dict(old="old" in args, maxnreg=next((int(a) for a in args if a.isdigit()), None))
         if not kw["old"]:
             kw.update(pp=next((int(a[3:]) for a in args if a.startswith("pp=")), None),
                       nw=next((int(a[3:]) for a in args if a.startswith("nw=")), None),
-                      qa="qa=1" in args)
+                      qa=next((int(a[3:]) for a in args if a.startswith("qa=")), 0))
         _verify(**kw)
         _verify(**kw, has_scores=False)

@@ -24,6 +24,9 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
 * PAGES_PER_ITER = 2 (dev variant ``pp=2``, mostly with 8 warps): two pages a loop iteration, each with its own
   dots (its own key scales), one softmax update (max, rescale of O^T / l / z) for both; the pair after next is
   prefetched. A row's page sequence and arithmetic order differ from pp=1 (one rescale per pair), not between rows.
+* ROWS_AS_M (dev variants ``qa=1|2``, kernels/verify_pages.py ``_rows_page``): rows as the MMA M dimension
+  (BLOCK_M = 64), K / V dequantized into shared memory as wgmma B operands, p in registers; with pp=2 the loop is
+  unrolled twice (same per-page arithmetic as pp=1, bit-equal).
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
   the page's tokens per row (the softmax's column max); the 2G score rows' maxima are stored as they lie in
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
@@ -64,8 +67,9 @@ MERGE_TILE = 8192
 NUM_WARPS = 4
 MAXNREG = None
 PAGES_PER_ITER = 1
-# ROWS_AS_M (dev variant ``qa=1``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64
-ROWS_AS_M = False
+# ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64;
+# 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
+ROWS_AS_M = 0
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
@@ -191,7 +195,13 @@ def _verify_attention_kernel(
             # ---- INT8 view of logical pages [j0, j1), next page prefetched ------------------------------------------
             # Q (QA: [BLOCK_M, BLOCK_DH] halves, the A operand) or Q^T ([BLOCK_DH, BLOCK_M], the B operand) in fp16:
             # bf16 -> fp16 is exact for |q| in [2^-14, 65504] (far-subnormal components are rounded).
-            if QA:
+            if QA == 2:  # both halves interleaved: column 2c + t = channel t * DH + c
+                dc = tl.arange(0, 2 * BLOCK_DH)
+                qc_ok = row_ok[:, None] & (dc // 2 < DH)[None, :]
+                qt_lo = tl.load(q_row[:, None] + ((dc % 2) * DH + dc // 2)[None, :], mask=qc_ok, other=0.0)
+                qt_lo = qt_lo.to(tl.float16)
+                qt_hi = qt_lo
+            elif QA:
                 qt_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float16)
                 qt_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float16)
             else:
@@ -216,10 +226,10 @@ def _verify_attention_kernel(
                 s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4, QA)
             if QA:  # rows as the MMA M dimension (kernels/verify_pages.py, _rows_page)
                 l_i = tl.zeros([BLOCK_M], tl.float32)
-                a_lo = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
+                a_lo = tl.zeros([BLOCK_M, QA * BLOCK_DH], tl.float32)  # QA == 2: the whole interleaved O
                 a_hi = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
                 pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
-                for j in tl.range(j0, j1, num_stages=1):
+                for j in tl.range(j0, j1, PP, num_stages=1):  # PP = 2: unrolled, buffers alternate (no copies)
                     nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
                         KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
                         s_vh, n, offs_w, w_ok, DH // 4, True)
@@ -227,9 +237,19 @@ def _verify_attention_kernel(
                     m_r, l_i, a_lo, a_hi = _rows_page(
                         m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi,
                         vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, USE_ASM)
-                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+                        raw_ok, HAS_SCORES, QA == 2, USE_ASM)
+                    if PP == 2:  # page j + 1 (an exact no-op past j1) from the second buffer
+                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
+                            KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 2 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                            s_vh, n, offs_w, w_ok, DH // 4, True)
+                        pg_next = tl.load(pt_row + (j + 3) * spt_j, mask=j + 3 < j1, other=0)
+                        m_r, l_i, a_lo, a_hi = _rows_page(
+                            m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo,
+                            nkz_hi, nvs, nvz, j + 1, n_scored, j1, score_lim, row_ok & (j + 1 < own_page),
+                            raw_row + (j + 1) * (2 * G), raw_ok, HAS_SCORES, QA == 2, USE_ASM)
+                    else:
+                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                            nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
             elif PP == 1:
                 pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
                 for j in tl.range(j0, j1, num_stages=1):
@@ -268,7 +288,10 @@ def _verify_attention_kernel(
                     ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = \
                         nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2
             m = m_r * qk_scale
-            if QA:
+            if QA == 2:
+                l = l_i
+                acc_lo, acc_hi = tl.split(tl.reshape(a_lo, (BLOCK_M, BLOCK_DH, 2)))
+            elif QA:
                 l = l_i
                 acc_lo = a_lo
                 acc_hi = a_hi
@@ -327,8 +350,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         return out
     nw = NUM_WARPS if num_warps is None else num_warps
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
-    qa = ROWS_AS_M if rows_as_m is None else bool(rows_as_m)
-    assert pp in (1, 2) and nw in (4, 8) and not (qa and pp == 2), (pp, nw, qa)
+    qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
+    assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))

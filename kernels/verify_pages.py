@@ -136,15 +136,21 @@ def _prep_w64(s, z, USE_ASM: tl.constexpr):
 
 @triton.jit
 def _rows_page(m_i, l_i, acc_lo, acc_hi, q_lo, q_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz, j,
-               n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr):
+               n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr, MERGED: tl.constexpr,
+               USE_ASM: tl.constexpr):
     """Online-softmax update of every row with one INT8 page, rows as the MMA M dimension: ``S = Q K^T``
     [BLOCK_M, P] (raw q·k; m_i in the same units), ``acc += p V`` with fp16 p and fp16 dequantized values. Key
-    scales as ``_load_page(..., W64=True)`` loads them."""
+    scales as ``_load_page(..., W64=True)`` loads them. MERGED: the two halves of D as one interleaved tile
+    (column 2c + half = channel half * DH + c; q_lo is Q in that order, acc_lo the whole accumulator, q_hi /
+    acc_hi unused): one shared-memory tile, fence and dot per operand instead of two."""
     sl01, sl23, zl01, zl23 = _prep_w64(ks_lo, kz_lo, USE_ASM)
     sh01, sh23, zh01, zh23 = _prep_w64(ks_hi, kz_hi, USE_ASM)
     k_lo, k_hi = keys_i8_v(ku, kl, sl01, sl23, zl01, zl23, sh01, sh23, zh01, zh23, USE_ASM)
-    s = tl.dot(q_lo, tl.trans(k_lo))
-    s = tl.dot(q_hi, tl.trans(k_hi), s)  # [BLOCK_M, P]
+    if MERGED:
+        s = tl.dot(q_lo, tl.trans(_interleave(k_lo, k_hi)))
+    else:
+        s = tl.dot(q_lo, tl.trans(k_lo))
+        s = tl.dot(q_hi, tl.trans(k_hi), s)  # [BLOCK_M, P]
     if (j >= n_scored) | (j >= j1):
         s = tl.where((vis & (j < j1))[:, None], s, float("-inf"))
     cm = tl.max(s, 1)  # per row, intra-warp
@@ -156,6 +162,17 @@ def _rows_page(m_i, l_i, acc_lo, acc_hi, q_lo, q_hi, qk_scale, ku, kl, vu, vl, k
     l_i = l_i * alpha + tl.sum(p, 1)
     v_lo, v_hi = values_deq(vu, vl, vs, vz, USE_ASM)
     pf = p.to(tl.float16)
-    acc_lo = tl.dot(pf, v_lo, acc_lo * alpha[:, None])
-    acc_hi = tl.dot(pf, v_hi, acc_hi * alpha[:, None])
+    if MERGED:
+        acc_lo = tl.dot(pf, _interleave(v_lo, v_hi), acc_lo * alpha[:, None])
+    else:
+        acc_lo = tl.dot(pf, v_lo, acc_lo * alpha[:, None])
+        acc_hi = tl.dot(pf, v_hi, acc_hi * alpha[:, None])
     return m_new, l_i, acc_lo, acc_hi
+
+
+@triton.jit
+def _interleave(a, b):
+    """[R, C] x 2 -> [R, 2C], column 2c + t = (a, b)[t][:, c]."""
+    R: tl.constexpr = a.shape[0]
+    C: tl.constexpr = a.shape[1]
+    return tl.reshape(tl.join(a, b), (R, 2 * C))

@@ -180,11 +180,12 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
-@pytest.mark.parametrize("pp,qa", [(2, False), (1, True)])
+@pytest.mark.parametrize("pp,qa", [(2, 0), (1, 1), (1, 2), (2, 1)])
 @pytest.mark.parametrize("case_i", [3, 9, 13])
 def test_verify_variants(monkeypatch, pp, qa, case_i):
     """The dev-timed variants (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
-    of one page; rows as the MMA M dimension) against the reference, as the default is in test_verify_attention."""
+    of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration)
+    against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
     monkeypatch.setattr(va, "ROWS_AS_M", qa)
