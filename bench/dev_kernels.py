@@ -144,8 +144,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
 
 def verify_variant(var):
     """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
-    'nr=168/pps=3/pp=2/nw=8' style overrides of the new kernel's register cap / programs per SM at 4 warps (split
-    heuristic) / pages per loop iteration / warps a program."""
+    'nr=168/pps=3/pp=2/nw=8/qa=1' style overrides of the new kernel's register cap / programs per SM at 4 warps
+    (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -163,6 +163,8 @@ def verify_variant(var):
             kw["pages_per_iter"] = int(part[3:])
         elif part.startswith("nw="):
             kw["num_warps"] = int(part[3:])
+        elif part.startswith("qa="):
+            kw["rows_as_m"] = int(part[3:])
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -209,13 +211,14 @@ def bench_verify(cfgs, nq, gbps, log, variants):
 def check_verify(log, variants=("",)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
     included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
-    pp=/nw= combination among ``variants`` is checked."""
+    pp=/nw=/qa= combination among ``variants`` is checked."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
 
     kws = []
     for var in variants:
         if var != "v0":
-            kw = {k: v for k, v in verify_variant(var)[2].items() if k in ("pages_per_iter", "num_warps")}
+            kw = {k: v for k, v in verify_variant(var)[2].items()
+                  if k in ("pages_per_iter", "num_warps", "rows_as_m")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
@@ -334,9 +337,9 @@ def main():
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
     ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
                     help="comma list: '' new kernel, off = scores off, v0 = previous kernel, "
-                         "nr=N/pps=K/pp=1|2/nw=4|8 overrides")
+                         "nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2 overrides")
     ap.add_argument("--check-variants", default=",nw=8,pp=2/nw=8",
-                    help="verify variants (comma list, pp=/nw= parts used) that the correctness check runs")
+                    help="verify variants (comma list, pp=/nw=/qa= parts used) that the correctness check runs")
     ap.add_argument("--nq", type=int, default=5)
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")

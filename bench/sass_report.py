@@ -96,7 +96,7 @@ def _draft(P=64, pf=None, fs=False, nr=None):
            f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} (Llama-3-8B shapes)")
 
 
-def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None):
+def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, lse=0):
     """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code."""
     if old:
         sys.path.insert(0, os.path.dirname(__file__))
@@ -113,15 +113,15 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None):
                      PREFETCH=False)
         nw, st, opts = 4, 2, {}
     else:
-        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=32, HAS_SCORES=has_scores, USE_ASM=True,
-                     PP=va.PAGES_PER_ITER if pp is None else pp)
+        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=64 if qa else 32, HAS_SCORES=has_scores,
+                     USE_ASM=True, PP=va.PAGES_PER_ITER if pp is None else pp, QA=qa, SCORE_LSE=bool(lse))
         types.update(RAW="*fp32")
         nr = va.MAXNREG if maxnreg is None else maxnreg
         nw, st, opts = va.NUM_WARPS if nw is None else nw, 1, ({"maxnreg": nr} if nr else {})
     plain = ("sq_n", "spt_j", "ssc_j", "NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r", "C", "S1", "HQ")
     tag = f"verify_attention {'v0' if old else 'new'} scores={'on' if has_scores else 'off'} maxnreg={opts.get('maxnreg')}"
     if not old:
-        tag += f" pages_per_iter={const['PP']} num_warps={nw}"
+        tag += f" pages_per_iter={const['PP']} num_warps={nw} rows_as_m={qa} score_kind={'lse' if lse else 'max'}"
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
@@ -133,11 +133,13 @@ if __name__ == "__main__":
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv.get("fs", 0)),
                    nr=int(kv["nr"]) if "nr" in kv else None)
-    elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8]
+    elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1]
         args = sys.argv[2:]
         kw = dict(old="old" in args, maxnreg=next((int(a) for a in args if a.isdigit()), None))
         if not kw["old"]:
             kw.update(pp=next((int(a[3:]) for a in args if a.startswith("pp=")), None),
-                      nw=next((int(a[3:]) for a in args if a.startswith("nw=")), None))
+                      nw=next((int(a[3:]) for a in args if a.startswith("nw=")), None),
+                      qa=next((int(a[3:]) for a in args if a.startswith("qa=")), 0),
+                      lse=next((int(a[4:]) for a in args if a.startswith("lse=")), 0))
         _verify(**kw)
         _verify(**kw, has_scores=False)

@@ -126,6 +126,13 @@ def keys_i8(wu, wl, s_lo, z_lo, s_hi, z_hi, USE_ASM: tl.constexpr):
     zl01, zl23 = tl.split(z_lo)
     sh01, sh23 = tl.split(s_hi)
     zh01, zh23 = tl.split(z_hi)
+    return keys_i8_v(wu, wl, sl01, sl23, zl01, zl23, sh01, sh23, zh01, zh23, USE_ASM)
+
+
+@triton.jit
+def keys_i8_v(wu, wl, sl01, sl23, zl01, zl23, sh01, sh23, zh01, zh23, USE_ASM: tl.constexpr):
+    """``keys_i8`` with the prepared scale pairs as separate int32 vectors [BW] (s/16 and z' of channel pairs
+    (4w, 4w+1) and (4w+2, 4w+3), low half then high half of D)."""
     if USE_ASM:
         l01, l23, h01, h23 = tl.inline_asm_elementwise(
             _ASM_KEYS, "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r",
@@ -136,8 +143,37 @@ def keys_i8(wu, wl, s_lo, z_lo, s_hi, z_hi, USE_ASM: tl.constexpr):
     else:  # fp32 (c - 128) s' + z' rounded once to fp16, as the fused f16x2 FMA does (up to a double rounding)
         C: tl.constexpr = 4 * wu.shape[1]
         lo, hi = _codes_f32(wu, wl)
-        s_l = tl.reshape(_f16_pair(s_lo), (C,)).to(tl.float32)
-        z_l = tl.reshape(_f16_pair(z_lo), (C,)).to(tl.float32)
-        s_h = tl.reshape(_f16_pair(s_hi), (C,)).to(tl.float32)
-        z_h = tl.reshape(_f16_pair(z_hi), (C,)).to(tl.float32)
+        s_l = tl.reshape(_f16_pair(tl.join(sl01, sl23)), (C,)).to(tl.float32)
+        z_l = tl.reshape(_f16_pair(tl.join(zl01, zl23)), (C,)).to(tl.float32)
+        s_h = tl.reshape(_f16_pair(tl.join(sh01, sh23)), (C,)).to(tl.float32)
+        z_h = tl.reshape(_f16_pair(tl.join(zh01, zh23)), (C,)).to(tl.float32)
         return (lo * s_l[None, :] + z_l[None, :]).to(tl.float16), (hi * s_h[None, :] + z_h[None, :]).to(tl.float16)
+
+
+@triton.jit
+def _splat_pair(x):
+    """fp16 [R] -> int32 [R] holding the fp16 twice (an f16x2 of (x, x))."""
+    b = x.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return b | (b << 16)
+
+
+@triton.jit
+def values_deq(wu, wl, vs, vz, USE_ASM: tl.constexpr):
+    """Upper/lower int32 words [P, BW] + per-token fp16 value scales / zeros [P] -> dequantized fp16 values
+    ``(z + 7.53125 s) + (s/16)(c - 128)`` [P, 4 BW] (low half, high half of D): the keys' arithmetic with a
+    per-token instead of a per-channel scale (one fp16 rounding per value, plus the folded zero's)."""
+    if USE_ASM:
+        s2, z2 = tl.inline_asm_elementwise(_ASM_PREP, "=r,=r,r,r", [_splat_pair(vs), _splat_pair(vz)],
+                                           dtype=(tl.int32, tl.int32), is_pure=True, pack=1)
+        s2 = s2[:, None]
+        z2 = z2[:, None]
+        l01, l23, h01, h23 = tl.inline_asm_elementwise(
+            _ASM_KEYS, "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r", [wu, wl, s2, s2, z2, z2, s2, s2, z2, z2],
+            dtype=(tl.int32,) * 4, is_pure=True, pack=1)
+        return _tile(l01, l23), _tile(h01, h23)
+    else:
+        lo, hi = _codes_f32(wu, wl)
+        sf = vs.to(tl.float32)
+        s16 = (sf * 0.0625).to(tl.float16).to(tl.float32)[:, None]
+        zz = (sf * 7.53125 + vz.to(tl.float32)).to(tl.float16).to(tl.float32)[:, None]
+        return (lo * s16 + zz).to(tl.float16), (hi * s16 + zz).to(tl.float16)

@@ -24,6 +24,9 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
 * PAGES_PER_ITER = 2 (dev variant ``pp=2``, mostly with 8 warps): two pages a loop iteration, each with its own
   dots (its own key scales), one softmax update (max, rescale of O^T / l / z) for both; the pair after next is
   prefetched. A row's page sequence and arithmetic order differ from pp=1 (one rescale per pair), not between rows.
+* ROWS_AS_M (dev variants ``qa=1|2``, kernels/verify_pages.py ``_rows_page``): rows as the MMA M dimension
+  (BLOCK_M = 64), K / V dequantized into shared memory as wgmma B operands, p in registers; with pp=2 the loop is
+  unrolled twice (same per-page arithmetic as pp=1, bit-equal). Both score kinds ("lse": from the row sums).
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
   the page's tokens per row (the softmax's column max); the 2G score rows' maxima are stored as they lie in
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
@@ -41,7 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.int8_words import keys_i8, prep_key_scales, values_i8
+from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
 
@@ -64,6 +67,9 @@ MERGE_TILE = 8192
 NUM_WARPS = 4
 MAXNREG = None
 PAGES_PER_ITER = 1
+# ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64;
+# 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
+ROWS_AS_M = 0
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
@@ -112,117 +118,6 @@ def _online_step(s, m, l):
     return m_new, alpha, p, l * alpha + tl.sum(p, 1)
 
 
-@triton.jit
-def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok,
-               W: tl.constexpr):
-    """One page's INT8 tiles for KV head h: the four planes as int32 words [P, BLOCK_W], the key scales/zeros as
-    int32 fp16-pair tiles [BLOCK_W, 2] per half of D, the value scales/zeros fp16 [P]. ``ok`` False loads zeros."""
-    pg = pg.to(tl.int64)
-    tile = pg * s_wp + h * s_wh + n[:, None].to(tl.int64) * W + offs_w[None, :]
-    m2 = ok & w_ok[None, :]
-    ku = tl.load(KU + tile, mask=m2, other=0, cache_modifier=".cg")
-    kl = tl.load(KL + tile, mask=m2, other=0, cache_modifier=".cg")
-    vu = tl.load(VU + tile, mask=m2, other=0, cache_modifier=".cg")
-    vl = tl.load(VL + tile, mask=m2, other=0, cache_modifier=".cg")
-    # word 2w + t of k_scale / k_zero holds channels 4w + 2t, 4w + 2t + 1
-    pair = pg * s_sp + h * s_sh + 2 * offs_w[:, None] + tl.arange(0, 2)[None, :]
-    m1 = ok & w_ok[:, None]
-    ks_lo = tl.load(KS + pair, mask=m1, other=0, eviction_policy="evict_first")
-    ks_hi = tl.load(KS + pair + 2 * W, mask=m1, other=0, eviction_policy="evict_first")
-    kz_lo = tl.load(KZ + pair, mask=m1, other=0, eviction_policy="evict_first")
-    kz_hi = tl.load(KZ + pair + 2 * W, mask=m1, other=0, eviction_policy="evict_first")
-    vrow = pg * s_vp + h * s_vh + n
-    vs = tl.load(VS + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
-    vz = tl.load(VZ + vrow, mask=ok, other=0.0, eviction_policy="evict_first")
-    return ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz
-
-
-@triton.jit
-def _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, jj, n_scored, j1, vis, score_lim, raw_ptr,
-                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr = False):
-    """Raw logits S^T = K Q^T [P, BLOCK_M] of logical page jj (masked to -inf for rows that must not see it, and
-    for a page at or past the split's end j1) and their column maxima; the score rows' maxima are stored raw."""
-    s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
-    s16_hi, zz_hi = prep_key_scales(ks_hi, kz_hi, USE_ASM)
-    k_lo, k_hi = keys_i8(ku, kl, s16_lo, zz_lo, s16_hi, zz_hi, USE_ASM)
-    s = tl.dot(k_lo, qt_lo)
-    s = tl.dot(k_hi, qt_hi, s)  # [P, BLOCK_M] raw q·k
-    if (jj >= n_scored) | (jj >= j1):  # rows' own pages start at q_start // P; jj >= j1: the odd page of a pair
-        s = tl.where((vis & (jj < j1))[None, :], s, float("-inf"))
-    cm = tl.max(s, 0)
-    if HAS_SCORES and not SCORE_LSE:  # the raw column maxima of the score rows, in cm's layout; the merge sums heads
-        tl.store(raw_ptr, cm, mask=raw_ok & (jj < score_lim) & (jj < j1))
-    return s, cm
-
-
-@triton.jit
-def _page_lse(p, m_new, qk_scale, jj, j1, score_lim, raw_ptr, raw_ok):
-    """score kind "lse": the page's log-sum-exp per row in raw q·k units, m_new + log2(Σ_tokens p) / qk_scale, from
-    the softmax weights p = exp2((s - m_new)·qk_scale) the update computes anyway (one column sum more). A page more
-    than ~149 log2-units below the row's running max underflows to -inf (the reference stays finite there: both
-    rank such a page last)."""
-    tl.store(raw_ptr, m_new + tl.log2(tl.sum(p, 0)) / qk_scale, mask=raw_ok & (jj < score_lim) & (jj < j1))
-
-
-@triton.jit
-def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
-               vz, j, n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr,
-               USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr):
-    """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
-    row's running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
-    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
-    s, cm = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis, score_lim,
-                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
-    m_new = tl.maximum(m_r, cm)
-    alpha = tl.exp2((m_r - m_new) * qk_scale)
-    p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
-    if HAS_SCORES and SCORE_LSE:
-        _page_lse(p, m_new, qk_scale, j, j1, score_lim, raw_ptr, raw_ok)
-    vsf = vs.to(tl.float32)
-    l_t = l_t * alpha[None, :] + p
-    z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
-    ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
-    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
-    at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
-    at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
-    return m_new, l_t, z_t, at_lo, at_hi
-
-
-@triton.jit
-def _int8_pair(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
-               vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1, score_lim, vis_a,
-               vis_b, raw_ptr, raw_ok, G: tl.constexpr, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr,
-               SCORE_LSE: tl.constexpr):
-    """``_int8_page`` for pages j (tiles ``ku``...) and j + 1 (tiles ``ku2``..., a no-op past j1) with one softmax
-    update: one running-max step and one rescale of O^T / l_t / z_t for both pages."""
-    s_a, cm_a = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis_a, score_lim,
-                             raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
-    s_b, cm_b = _page_logits(qt_lo, qt_hi, ku2, kl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, j + 1, n_scored, j1, vis_b,
-                             score_lim, raw_ptr + 2 * G, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
-    m_new = tl.maximum(m_r, tl.maximum(cm_a, cm_b))
-    alpha = tl.exp2((m_r - m_new) * qk_scale)
-    mq = (m_new * qk_scale)[None, :]
-    p_a = tl.exp2(s_a * qk_scale - mq)
-    p_b = tl.exp2(s_b * qk_scale - mq)
-    if HAS_SCORES and SCORE_LSE:
-        _page_lse(p_a, m_new, qk_scale, j, j1, score_lim, raw_ptr, raw_ok)
-        _page_lse(p_b, m_new, qk_scale, j + 1, j1, score_lim, raw_ptr + 2 * G, raw_ok)
-    vsf = vs.to(tl.float32)
-    vsf2 = vs2.to(tl.float32)
-    l_t = l_t * alpha[None, :] + (p_a + p_b)
-    z_t = (z_t * alpha[None, :] + p_a * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
-           + p_b * (vz2.to(tl.float32) + 7.53125 * vsf2)[:, None])
-    ps_a = (p_a * vsf[:, None]).to(tl.float16)
-    ps_b = (p_b * vsf2[:, None]).to(tl.float16)
-    v_lo, v_hi = values_i8(vu, vl, USE_ASM)
-    v_lo2, v_hi2 = values_i8(vu2, vl2, USE_ASM)
-    at_lo = tl.dot(tl.trans(v_lo), ps_a, at_lo * alpha[None, :])
-    at_lo = tl.dot(tl.trans(v_lo2), ps_b, at_lo)
-    at_hi = tl.dot(tl.trans(v_hi), ps_a, at_hi * alpha[None, :])
-    at_hi = tl.dot(tl.trans(v_hi2), ps_b, at_hi)
-    return m_new, l_t, z_t, at_lo, at_hi
-
-
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
     Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, RAW,
@@ -230,7 +125,7 @@ def _verify_attention_kernel(
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    HAS_SCORES: tl.constexpr, PP: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
+    HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -297,12 +192,22 @@ def _verify_attention_kernel(
                 acc_lo = tl.dot(p, v_lo, acc_lo * alpha[:, None], input_precision="tf32")
                 acc_hi = tl.dot(p, v_hi, acc_hi * alpha[:, None], input_precision="tf32")
         else:
-            # ---- INT8 view of logical pages [j0, j1), tokens as the MMA M dimension, next page prefetched -------
-            # Q^T halves [BLOCK_DH, BLOCK_M] in fp16: bf16 -> fp16 is exact for |q| in [2^-14, 65504] (only
-            # far-subnormal components, which contribute nothing measurable, are rounded).
-            qt_ok = dmask[:, None] & row_ok[None, :]
-            qt_lo = tl.load(q_row[None, :] + dh[:, None], mask=qt_ok, other=0.0).to(tl.float16)
-            qt_hi = tl.load(q_row[None, :] + dh[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
+            # ---- INT8 view of logical pages [j0, j1), next page prefetched ------------------------------------------
+            # Q (QA: [BLOCK_M, BLOCK_DH] halves, the A operand) or Q^T ([BLOCK_DH, BLOCK_M], the B operand) in fp16:
+            # bf16 -> fp16 is exact for |q| in [2^-14, 65504] (far-subnormal components are rounded).
+            if QA == 2:  # both halves interleaved: column 2c + t = channel t * DH + c
+                dc = tl.arange(0, 2 * BLOCK_DH)
+                qc_ok = row_ok[:, None] & (dc // 2 < DH)[None, :]
+                qt_lo = tl.load(q_row[:, None] + ((dc % 2) * DH + dc // 2)[None, :], mask=qc_ok, other=0.0)
+                qt_lo = qt_lo.to(tl.float16)
+                qt_hi = qt_lo
+            elif QA:
+                qt_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float16)
+                qt_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float16)
+            else:
+                qt_ok = dmask[:, None] & row_ok[None, :]
+                qt_lo = tl.load(q_row[None, :] + dh[:, None], mask=qt_ok, other=0.0).to(tl.float16)
+                qt_hi = tl.load(q_row[None, :] + dh[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
             offs_w = tl.arange(0, BLOCK_DH // 4)
             w_ok = offs_w < DH // 4
             j1 = tl.minimum(j0 + C, n_req)
@@ -318,8 +223,34 @@ def _verify_attention_kernel(
             at_hi = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
             ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
                 KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0), j0 < j1, h64,
-                s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
-            if PP == 1:
+                s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4, QA)
+            if QA:  # rows as the MMA M dimension (kernels/verify_pages.py, _rows_page)
+                l_i = tl.zeros([BLOCK_M], tl.float32)
+                a_lo = tl.zeros([BLOCK_M, QA * BLOCK_DH], tl.float32)  # QA == 2: the whole interleaved O
+                a_hi = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
+                pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
+                for j in tl.range(j0, j1, PP, num_stages=1):  # PP = 2: unrolled, buffers alternate (no copies)
+                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
+                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                        s_vh, n, offs_w, w_ok, DH // 4, True)
+                    pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
+                    m_r, l_i, a_lo, a_hi = _rows_page(
+                        m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi,
+                        vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
+                        raw_ok, HAS_SCORES, QA == 2, USE_ASM, SCORE_LSE)
+                    if PP == 2:  # page j + 1 (an exact no-op past j1) from the second buffer
+                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
+                            KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 2 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                            s_vh, n, offs_w, w_ok, DH // 4, True)
+                        pg_next = tl.load(pt_row + (j + 3) * spt_j, mask=j + 3 < j1, other=0)
+                        m_r, l_i, a_lo, a_hi = _rows_page(
+                            m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo,
+                            nkz_hi, nvs, nvz, j + 1, n_scored, j1, score_lim, row_ok & (j + 1 < own_page),
+                            raw_row + (j + 1) * (2 * G), raw_ok, HAS_SCORES, QA == 2, USE_ASM, SCORE_LSE)
+                    else:
+                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                            nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
+            elif PP == 1:
                 pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
                 for j in tl.range(j0, j1, num_stages=1):
                     nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
@@ -357,10 +288,18 @@ def _verify_attention_kernel(
                     ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = \
                         nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2
             m = m_r * qk_scale
-            l = tl.sum(l_t, 0)
-            zs = tl.sum(z_t, 0)
-            acc_lo = tl.trans(at_lo * 0.0625 + zs[None, :])
-            acc_hi = tl.trans(at_hi * 0.0625 + zs[None, :])
+            if QA == 2:
+                l = l_i
+                acc_lo, acc_hi = tl.split(tl.reshape(a_lo, (BLOCK_M, BLOCK_DH, 2)))
+            elif QA:
+                l = l_i
+                acc_lo = a_lo
+                acc_hi = a_hi
+            else:
+                l = tl.sum(l_t, 0)
+                zs = tl.sum(z_t, 0)
+                acc_lo = tl.trans(at_lo * 0.0625 + zs[None, :])
+                acc_hi = tl.trans(at_hi * 0.0625 + zs[None, :])
 
         # ---- partials [B, NQ, Hq, S1] (m, l) and [B, NQ, Hq, S1, 2*DH] (acc) ------------------------------------
         prow = ((b * NQ + i.to(tl.int64)) * HQ + hq.to(tl.int64)) * S1 + split
@@ -372,9 +311,10 @@ def _verify_attention_kernel(
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, score_kind="max", maxnreg=None, pages_per_iter=None, num_warps=None):
-    """See docs/CONTRACTS.md. ``maxnreg``, ``pages_per_iter``, ``num_warps`` (keywords, optional) override the
-    module's MAXNREG / PAGES_PER_ITER / NUM_WARPS (dev timing of variants)."""
+                     out=None, score_kind="max", maxnreg=None, pages_per_iter=None, num_warps=None,
+                     rows_as_m=None):
+    """See docs/CONTRACTS.md. ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m`` (keywords, optional)
+    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M (dev timing of variants)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -413,10 +353,14 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         return out
     nw = NUM_WARPS if num_warps is None else num_warps
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
-    assert pp in (1, 2) and nw in (4, 8), (pp, nw)
+    qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
+    assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
+    if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
+        assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
+                   for t in (store.k_scale, store.k_zero))
     C = pages_per_split(Hkv, MAXP, P, q.device, max(1, PROGRAMS_PER_SM * 4 // nw))
     S1 = 1 + triton.cdiv(MAXP, C)  # split 0 = ring, then page splits
-    BLOCK_M = block_rows(G)
+    BLOCK_M = max(64, block_rows(G)) if qa else block_rows(G)  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
@@ -440,7 +384,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)

@@ -180,13 +180,15 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
-@pytest.mark.parametrize("pp", [2])
+@pytest.mark.parametrize("pp,qa", [(2, 0), (1, 1), (1, 2), (2, 1)])
 @pytest.mark.parametrize("case_i", [3, 9, 13])
-def test_verify_variants(monkeypatch, pp, case_i):
-    """The dev-timed variant (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
-    of one page) against the reference, as the default is in test_verify_attention."""
+def test_verify_variants(monkeypatch, pp, qa, case_i):
+    """The dev-timed variants (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
+    of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration)
+    against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
+    monkeypatch.setattr(va, "ROWS_AS_M", qa)
     monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
     sm_scale = 1.0 / math.sqrt(D)
@@ -242,11 +244,14 @@ def dense_lse_scores(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     return out
 
 
-@pytest.mark.parametrize("pp", [1, 2])
+@pytest.mark.parametrize("pp,qa", [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1)])
 @pytest.mark.parametrize("case_i", [3, 4, 5, 10, 12])
-def test_lse_scores(monkeypatch, pp, case_i):
+def test_lse_scores(monkeypatch, pp, qa, case_i):
+    """lse scores of the default (pp=1|2) and of the rows-as-M variants (qa=1|2) against the reference and a dense
+    log-sum-exp; the output is the "max" kind's, bit for bit."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
+    monkeypatch.setattr(va, "ROWS_AS_M", qa)
     monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
     sm_scale = 1.0 / math.sqrt(D)
