@@ -324,6 +324,15 @@ def _check_draft_one(log, kw, pages):
     return worst
 
 
+def _set_heads(text: str) -> None:
+    """--heads HQ:HKV: every case builder here and in kernel_cases reads these module globals at call time."""
+    global HQ, HKV
+    import kernel_cases
+
+    HQ, HKV = (int(x) for x in text.split(":"))
+    kernel_cases.HQ, kernel_cases.HKV = HQ, HKV
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/dev_kernels")
@@ -340,11 +349,15 @@ def main():
                          "nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2 overrides")
     ap.add_argument("--check-variants", default=",nw=8,pp=2/nw=8",
                     help="verify variants (comma list, pp=/nw=/qa= parts used) that the correctness check runs")
+    ap.add_argument("--heads", default="",
+                    help="HQ:HKV instead of Llama-3-8B's 32:8 (e.g. 4:2 for pycode-30m), head_dim stays 128")
     ap.add_argument("--nq", type=int, default=5)
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
     a = ap.parse_args()
+    if a.heads:
+        _set_heads(a.heads)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
