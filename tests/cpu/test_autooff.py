@@ -129,12 +129,13 @@ def _default(cfg, **kw):
 
 
 def test_prior_verdicts_probes_and_plain_kind():
-    small = _default(PYCODE, graph_max_bs=64, probe_every=5, probe_len=2, alpha0=0.9)
+    # the prior's own verdicts: no exploration phase, no warmup steps
+    small = _default(PYCODE, graph_max_bs=64, probe_every=5, probe_len=2, alpha0=0.9, explore=0, warmup_skip=0)
     got = [small.decide(1, 2048, now=0.0) for _ in range(12)]  # a stopped clock: no step-time measurements
     # launch-bound tiny model: plain steps (in the verify graph), and a 2-round probe every 5 plain decisions
     assert got == [VERIFY] * 4 + [SPEC, SPEC] + [VERIFY] * 4 + [SPEC, SPEC]
     assert small.plain_kind(64, 64 * 2048) == VERIFY and small.plain_kind(65, 65 * 2048) == DECODE
-    big = _default(LLAMA8B, graph_max_bs=128, probe_every=4, alpha0=0.8)
+    big = _default(LLAMA8B, graph_max_bs=128, probe_every=4, alpha0=0.8, explore=0, warmup_skip=0)
     got = [big.decide(8, 8 * 65536, now=0.0) for _ in range(8)]
     plain = big.plain_kind(8, 8 * 65536)
     assert got == [SPEC] * 3 + [plain] + [SPEC] * 3 + [plain]  # KV-bound 8B at 64k: speculate, probe plain
@@ -143,7 +144,7 @@ def test_prior_verdicts_probes_and_plain_kind():
 
 
 def test_alpha_tracks_fresh_rounds_only_and_turns_speculation_off():
-    pol = _default(LLAMA8B, graph_max_bs=8, alpha0=0.8, probe_every=10 ** 9)
+    pol = _default(LLAMA8B, graph_max_bs=8, alpha0=0.8, probe_every=10 ** 9, explore=0)
     assert pol.decide(8, 8 * 65536, now=0.0) == SPEC
     pol.on_accept([0] * 8)  # first round after a non-round: its pages were not chosen by a verify
     assert pol.alpha == 0.8
@@ -155,6 +156,28 @@ def test_alpha_tracks_fresh_rounds_only_and_turns_speculation_off():
     a = pol.alpha
     pol.on_accept([4] * 8)  # the last step was plain: ignored
     assert pol.alpha == a
+
+
+def test_exploration_speculates_first_and_learns_alpha_fast():
+    """The prior says plain for pycode-30m at batch 1, but the first warmup_skip + explore steps speculate (their
+    times are measured), and α moves from the prior to what those rounds accept within a few rounds."""
+    pol = _default(PYCODE, graph_max_bs=64, alpha0=0.6, warmup_skip=2, explore=4, probe_every=10 ** 9)
+    assert pol.speedup(1, 4096) < 1.0
+    t, kinds = 0.0, []
+    for _ in range(6):
+        kinds.append(pol.decide(1, 4096, now=t))
+        t += 1e-3
+        pol.on_accept([4])  # every draft accepted (γ = 4): α = 1 for fresh rounds
+    assert kinds == [SPEC] * 6
+    assert pol.alpha == pytest.approx((2 * 0.6 + 5) / 7)  # 5 fresh rounds (the first was not), prior weight 2
+    assert pol.correction(SPEC, 1, 4096) != 1.0  # rounds 3-6 were measured
+    plain = pol.plain_kind(1, 4096)
+    kinds = []
+    for _ in range(4):  # then warmup_skip + explore // 2 plain steps, to measure the other kind too
+        kinds.append(pol.decide(1, 4096, now=t))
+        t += 1e-3
+    assert SPEC not in kinds and kinds[0] == plain
+    assert pol.correction(VERIFY, 1, 4096) != 1.0 or pol.correction(DECODE, 1, 4096) != 1.0
 
 
 def _simulate(pol, b, kv, true_factor, steps=600):
@@ -186,7 +209,7 @@ def test_measured_step_times_override_a_wrong_prior():
 
 
 def test_measurements_skip_warmup_and_outliers_and_other_forwards():
-    pol = _default(LLAMA8B, graph_max_bs=8, probe_every=10 ** 9, warmup_skip=2, alpha0=1.0)
+    pol = _default(LLAMA8B, graph_max_bs=8, probe_every=10 ** 9, warmup_skip=2, alpha0=1.0, explore=0)
     b, kv = 8, 8 * 65536
     p = pol.predict(SPEC, b, kv)
     t, kinds = 0.0, []
@@ -206,7 +229,7 @@ def test_measurements_skip_warmup_and_outliers_and_other_forwards():
 def test_hysteresis_and_fixed_modes():
     m = _hand_model()
     b, kv = 64, 64 * 15360
-    pol = AutoOff(m, 3, graph_max_bs=128, margin=0.05, hysteresis=0.03, probe_every=10 ** 9)
+    pol = AutoOff(m, 3, graph_max_bs=128, margin=0.05, hysteresis=0.03, probe_every=10 ** 9, explore=0, warmup_skip=0)
     for x in range(1000):  # the smallest α (in steps of 0.001) with a predicted speedup of 1.06
         pol.alpha = x / 1000
         if pol.speedup(b, kv) >= 1.06:
