@@ -46,14 +46,14 @@ MODES = {
              "desc": "quantspec INT8 KV, no speculation"},
     "int8-eager": {"args": ["--attention-backend", "quantspec", "--disable-cuda-graph"], "spec": False,
                    "quant": True, "desc": "INT8 mode without CUDA graphs (the cost of an eager plain step)"},
-    # The raw speculative modes speculate every step (--quantspec-speculate always); spec-auto is the server a user
-    # gets with --spec-algo quantspec alone: top-k draft, plain INT8 steps where the cost model says speculation loses.
+    # The raw speculative modes speculate every step (--quantspec-speculate always, the default since the H200 grid);
+    # spec-auto: top-k draft, plain INT8 steps where the cost model says speculation loses (--quantspec-speculate auto).
     "spec-dense": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate", "always"],
                    "spec": True, "quant": True, "desc": "quantspec speculation every step, dense 4-bit draft"},
     "spec-topk": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always"], "spec": True,
                   "quant": True, "desc": "quantspec speculation every step, top-k sparse 4-bit draft"},
-    "spec-auto": {"args": ["--spec-algo", "quantspec"], "spec": True, "quant": True,
-                  "desc": "quantspec defaults: top-k draft, auto-off (plain INT8 steps where speculation would lose)"},
+    "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
+                  "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }
 
 LLAMA3_8B = {  # Llama-3-8B's shape; max positions raised so 64k contexts fit (random weights: no RoPE claims)

@@ -114,7 +114,7 @@ def e2e_tables(doc: dict) -> list[str]:
                     "τ tokens per event under speculation, and saturates at high rates (BF16 ctx "
                     f"{c} batch {b}: {_k(r[CLIENT])} tok/s at the client vs {_k(r[LOG])} in the log), so client "
                     "ratios flatter speculation. The issue's stock baseline is the server-log rate.", ""]
-        out += _targets("best mode", bests) + _targets("default server (spec-auto)", autos) + [""]
+        out += _targets("best mode", bests) + _targets("auto-off server (spec-auto)", autos) + [""]
         kv = {m: next((r.get("kv_bytes_per_token") for r in rows if r["mode"] == m and r.get("kv_bytes_per_token")),
                       None) for m in ["bf16"] + modes}
         quant = {v for m, v in kv.items() if m != "bf16" and v}

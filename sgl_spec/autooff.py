@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections import Counter, deque
 from typing import Optional
@@ -84,6 +85,7 @@ class AutoOff:
         self.on = True  # the last non-probe decision
         self.counts = Counter()  # decisions per step kind
         self._prev = None  # (kind, b, kv_tokens, start time) of the step in flight
+        self._skip = 0  # decode steps after a prefill that are not measured (they wait for the prefill's GPU work)
         self._last, self._fresh = None, False  # last step's kind; whether its draft pages came from a verify
         self._since_plain = self._since_spec = 0
         self._probe_left = 0
@@ -129,7 +131,10 @@ class AutoOff:
         """The kind of this decode step (SPEC, VERIFY or DECODE); closes the previous step's time measurement."""
         now = self.clock() if now is None else now
         if self._prev is not None and self.mode == "auto":
-            self._measure(*self._prev, now)
+            if self._skip > 0:
+                self._skip -= 1
+            else:
+                self._measure(*self._prev, now)
         kind = self._choose(b, kv_tokens)
         self._fresh = kind == SPEC and self._last == SPEC
         self._prev, self._last = (kind, b, kv_tokens, now), kind
@@ -139,8 +144,11 @@ class AutoOff:
         return kind
 
     def note_other(self) -> None:
-        """A non-decode forward (prefill, idle) ran: the interval since the last decode step is not a step cost."""
+        """A non-decode forward (prefill, idle) ran: the interval since the last decode step is not a step cost, and
+        neither is the next decode step's: its forward queues behind the prefill's GPU work (H200 e2e: right after
+        32 requests arrived, rounds measured >= 16x the model and turned speculation off for hundreds of steps)."""
         self._prev = None
+        self._skip = 1
 
     def on_accept(self, num_correct_per_req) -> None:
         """Accepted drafts per request of the step just processed (host list, from SGLang's result processor)."""
@@ -238,7 +246,9 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
         model = cm.CostModel(shape, {**model.steps, **loaded.steps}, draft, loaded.source, loaded.fit_info)
     logger.info("quantspec speculate=auto: cost model %s, plain steps %s", model.source,
                 f"in the verify CUDA graph up to batch {graph_max_bs}" if graph_max_bs else "eager")
-    return AutoOff(model, gamma, mode="auto", graph_max_bs=graph_max_bs)
+    # SGL_SPEC_AUTO_LOG=N (debugging): log the policy's state every N decisions instead of every 4096
+    log_every = int(os.environ.get("SGL_SPEC_AUTO_LOG", "4096") or 4096)
+    return AutoOff(model, gamma, mode="auto", graph_max_bs=graph_max_bs, log_every=log_every)
 
 
 def plain_step(worker, batch, carry, kind: str):

@@ -29,7 +29,9 @@ ALGO_NAME = "QUANTSPEC"
 BACKEND_NAME = "quantspec"
 HOT_RING_PAGES = 2  # R in docs/CONTRACTS.md: a γ+1 <= P window touches at most two pages
 DEFAULT_PAGE_SIZE = 64
-DEFAULT_NUM_DRAFT_STEPS = 4
+# γ when --speculative-num-steps is not given. H200 e2e sweep (pycode-30m, spec-topk, bench/results/e2e.json): γ=6 was
+# the fastest at batch 64 (4k and 15k contexts: 1.56x / 1.59x over stock BF16, γ=4 1.31x / 1.39x), γ=8 at batch 1.
+DEFAULT_NUM_DRAFT_STEPS = 6
 # The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
@@ -64,11 +66,12 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
         "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
         "Default: topk-head."))),
-    "quantspec_speculate": ("auto", dict(choices=SPECULATE_CHOICES, help=(
-        "quantspec: 'auto' speculates only where the cost model (measured step times on this server, α from the "
-        "accept lengths) predicts a speedup over a plain INT8 decode step, and takes plain steps elsewhere; "
-        "'always' speculates every step (benchmarks of the raw speculative mode); 'never' always takes the plain "
-        "step (debugging; same output). Default: auto."))),
+    "quantspec_speculate": ("always", dict(choices=SPECULATE_CHOICES, help=(
+        "quantspec: 'always' speculates every step; 'auto' speculates only where the cost model (measured step "
+        "times on this server, α from the accept lengths) predicts a speedup over a plain INT8 decode step, and "
+        "takes plain steps elsewhere (experimental: on an H200 it still lost at batch 1, where raw speculation "
+        "wins); 'never' always takes the plain step (debugging; same output). Default: always (faster than stock "
+        "BF16 decoding at every measured batch and context)."))),
     "quantspec_cost_model": (None, dict(help=(
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),
@@ -100,7 +103,7 @@ class QuantSpecConfig:
     dense_draft: bool
     hot_ring_pages: int = HOT_RING_PAGES
     draft_pages: str = "topk-head"  # one of DRAFT_PAGE_POLICIES (ignored when dense_draft)
-    speculate: str = "auto"  # one of SPECULATE_CHOICES
+    speculate: str = "always"  # one of SPECULATE_CHOICES
     cost_model: Optional[str] = None  # path of a fitted CostModel JSON (auto mode's prior)
     recent_share: float = 0.0  # score-driven policies: share of k - sinks given to the newest pages
     score_smoothing: str = "none"  # one of SCORE_SMOOTHING

@@ -40,7 +40,7 @@ def test_generate_stream_equals_non_stream(server, native):
     texts = [e["text"] for e in events]  # native streaming sends the text so far
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
     assert texts[-1] == native["text"] and events[-1]["output_ids"] == native["output_ids"]
-    # (how many steps speculated is not compared: the default --quantspec-speculate auto decides per batch from
+    # (how many steps speculated is not compared: with --quantspec-speculate auto the policy decides per batch from
     # step times measured on this server, so two identical requests may take rounds and plain steps differently)
     assert events[-1]["meta_info"]["spec_verify_ct"] > 0
 

@@ -221,7 +221,10 @@ def test_measurements_skip_warmup_and_outliers_and_other_forwards():
     assert pol.correction(SPEC, b, kv) == pytest.approx(1.5)  # median of (1.5, 1.5, 1.5, 16 clipped)
     pol.note_other()  # a prefill ran in between: that interval is not a decode step
     pol.decide(b, kv, now=t + 1e6)
+    pol.decide(b, kv, now=t + 2e6)  # nor is the next step, which queued behind the prefill's GPU work
     assert pol.correction(SPEC, b, kv) == pytest.approx(1.5)
+    pol.decide(b, kv, now=t + 2e6 + 1.5 * p)  # the one after is measured again
+    assert len(pol._ratios[SPEC]) == 5
     # another bucket without measurements of its own falls back to the kind's median
     assert pol.correction(SPEC, 128, 128 * 4096) == pytest.approx(1.5)
 
@@ -254,12 +257,14 @@ def test_for_worker_reads_the_quantspec_config(tmp_path):
                                sink_pages=1, dense_draft=False, **kw)
 
     runner = SimpleNamespace(model_config=SimpleNamespace(hf_text_config=dict(PYCODE)))
-    args = SimpleNamespace(device="cpu", disable_cuda_graph=False, cuda_graph_max_bs=32, _quantspec=cfg())
+    args = SimpleNamespace(device="cpu", disable_cuda_graph=False, cuda_graph_max_bs=32,
+                           _quantspec=cfg(speculate="auto"))
     pol = autooff.for_worker(args, runner, 3)
     assert pol.mode == "auto" and pol.graph_max_bs == 0 and pol.model.source == "default:unknown"
     assert pol.model.draft == cm.DraftConfig(False, 0.1, 4, 1)
     _hand_model().save(tmp_path / "fit.json")
-    pol = autooff.for_worker(SimpleNamespace(**{**vars(args), "_quantspec": cfg(cost_model=str(tmp_path / "fit.json"))}),
+    fit = cfg(speculate="auto", cost_model=str(tmp_path / "fit.json"))
+    pol = autooff.for_worker(SimpleNamespace(**{**vars(args), "_quantspec": fit}),
                              runner, 3)
     assert {k: pol.model.steps[k] for k in _hand_model().steps} == _hand_model().steps
     assert "ar_int8_eager" in pol.model.steps and pol.model.draft.topk_ratio == 0.1

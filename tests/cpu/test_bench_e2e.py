@@ -102,7 +102,8 @@ def test_gpu_server_args_fit_the_grid():
                                mem_fraction=0.85)[-2:] == ["--load-format", "dummy"]
     assert e2e_server.mode_args("spec-topk", 3) == ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
                                                     "--speculative-num-steps", "3"]
-    assert e2e_server.mode_args("spec-auto", 3) == ["--spec-algo", "quantspec", "--speculative-num-steps", "3"]
+    assert e2e_server.mode_args("spec-auto", 3) == ["--spec-algo", "quantspec", "--quantspec-speculate", "auto",
+                                                  "--speculative-num-steps", "3"]
     assert e2e_server.mode_args("bf16", 3) == []
 
 
@@ -197,7 +198,7 @@ def test_table_checks_the_targets_on_the_server_log_rate():
     assert "* best mode: slowest cell 1.10x (ctx 4096, batch 1) - target >= 1.0x: met" in text
     assert "best mode, batch x context >= 256k (2 cells): slowest 3.10x (ctx 15360, batch 32) - target >= 3.0x: " \
            "met" in text
-    assert "default server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
+    assert "auto-off server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
     assert "BF16 ctx 4096 batch 1: 40 tok/s at the client vs 100 in the log" in text
 
 
