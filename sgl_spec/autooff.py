@@ -149,6 +149,7 @@ class AutoOff:
         32 requests arrived, rounds measured >= 16x the model and turned speculation off for hundreds of steps)."""
         self._prev = None
         self._skip = 1
+        self._last = None  # a request that just joined drafts without verified pages: the next round is not fresh
 
     def on_accept(self, num_correct_per_req) -> None:
         """Accepted drafts per request of the step just processed (host list, from SGLang's result processor)."""
@@ -257,7 +258,7 @@ def plain_step(worker, batch, carry, kind: str):
     from sglang.srt.managers.utils import GenerationBatchResult
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    from sgl_spec.worker import QuantSpecDraftInput, QuantSpecDraftStep
+    from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep
 
     G, bs = worker.gamma, len(batch.reqs)
     seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu

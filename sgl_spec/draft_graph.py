@@ -39,6 +39,8 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
 from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
 
+from sgl_spec.spec_inputs import QuantSpecDraftStep
+
 logger = logging.getLogger(__name__)
 
 ENV = "SGL_SPEC_DRAFT_GRAPHS"  # debugging: "off" | "eager"; unset = CUDA graphs wherever SGLang captures its own
@@ -151,8 +153,6 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
             return super().capture_one_shape(size, forward, stream_idx, variant_label)
 
     def get_spec_info(self, num_tokens: int):
-        from sgl_spec.worker import QuantSpecDraftStep  # worker imports this module
-
         return QuantSpecDraftStep()  # what the eager draft forward carries
 
     def can_run_graph(self, forward_batch) -> bool:

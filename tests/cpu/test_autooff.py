@@ -156,6 +156,12 @@ def test_alpha_tracks_fresh_rounds_only_and_turns_speculation_off():
     a = pol.alpha
     pol.on_accept([4] * 8)  # the last step was plain: ignored
     assert pol.alpha == a
+    pol.on = True
+    pol.note_other()  # a prefill: a new request drafts its first round without verified pages
+    pol._probe_left = 1
+    assert pol.decide(8, 8 * 65536, now=0.0) == SPEC
+    pol.on_accept([0] * 8)  # not fresh: ignored
+    assert pol.alpha == a
 
 
 def test_exploration_speculates_first_and_learns_alpha_fast():

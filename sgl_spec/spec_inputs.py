@@ -1,0 +1,62 @@
+"""The ``spec_info`` objects quantspec hands SGLang's scheduler and forward batches (sgl_spec/worker.py uses them)."""
+from __future__ import annotations
+
+import torch
+
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+from sglang.srt.speculative.spec_info import SpecInput, SpecInputType
+
+
+class QuantSpecVerifyInput(SpecInput):
+    """``spec_info`` of the TARGET_VERIFY forward: a chain of ``draft_token_num`` tokens per request, causal inside the
+    window, no custom mask. ``positions`` are absolute (``seq_lens[b] + j``); ``forward_batch.seq_lens`` stays the
+    committed length (window excluded), as for SGLang's other verify inputs."""
+
+    def __init__(self, draft_token: torch.Tensor, positions: torch.Tensor, draft_token_num: int):
+        # NGRAM_VERIFY is the neutral verify type: chain/tree mask verify, no draft hidden states.
+        super().__init__(SpecInputType.NGRAM_VERIFY)
+        self.draft_token = draft_token
+        self.positions = positions
+        self.draft_token_num = draft_token_num
+        self.custom_mask = None
+        self.capture_hidden_mode = CaptureHiddenMode.NULL
+        self.num_tokens_per_req = draft_token_num
+        self.num_tokens_for_logprob_per_req = draft_token_num
+
+
+class QuantSpecDraftStep(SpecInput):
+    """``spec_info`` of a draft DECODE forward. Its only job: ``num_tokens_per_req = 1`` differs from the width
+    (γ+1) SGLang's decode CUDA graphs are captured with under speculation, so ``DecodeCudaGraphRunner.can_run_graph``
+    refuses them (replaying the TARGET_VERIFY graph on a one-token batch would read stale rows of its static
+    buffers); drafts replay their own graphs (sgl_spec/draft_graph.py) or run eagerly, in draft mode."""
+
+    def __init__(self):
+        super().__init__(SpecInputType.NGRAM_VERIFY)  # a neutral type: no hidden states, no tree
+        self.positions = None  # positions come from seq_lens (DECODE)
+        self.custom_mask = None
+        self.capture_hidden_mode = CaptureHiddenMode.NULL
+        self.num_tokens_per_req = 1
+        self.num_tokens_for_logprob_per_req = 1
+
+
+class QuantSpecDraftInput(SpecInput):
+    """What the scheduler carries from one step to the next (``batch.spec_info``): the last emitted token of each
+    request, which the next window starts from. Filtered/merged with the batch."""
+
+    def __init__(self, last_tokens: torch.Tensor, has_pages: torch.Tensor, draft_token_num: int):
+        super().__init__(SpecInputType.NGRAM_VERIFY)
+        self.last_tokens = last_tokens
+        # Whether a verify has already chosen this request's sparse draft pages (False right after prefill).
+        self.has_pages = has_pages
+        self.draft_token_num = draft_token_num
+        self.num_tokens_per_req = draft_token_num
+        self.num_tokens_for_logprob_per_req = draft_token_num
+        self.future_indices = None
+
+    def filter_batch(self, new_indices: torch.Tensor, new_indices_cpu=None):
+        self.last_tokens = self.last_tokens[new_indices]
+        self.has_pages = self.has_pages[new_indices]
+
+    def merge_batch(self, other: "QuantSpecDraftInput"):
+        self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
+        self.has_pages = torch.cat([self.has_pages, other.has_pages])
