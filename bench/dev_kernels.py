@@ -8,7 +8,7 @@ graphs; ``--eager`` times plain calls too. bw = bytes that must move / time / me
 
     python bench/dev_kernels.py --out $OUT                       # default grid
     python bench/dev_kernels.py --draft "65536:1:64,131072:8:64" --variants "ns=1x;ns=2x;st=4"
-    python bench/dev_kernels.py --draft "131072:1:64" --draft-sparse "131072:1:64" --variants "fs=1;pd=2,fs=1,nr=0" \
+    python bench/dev_kernels.py --draft "131072:1:64" --draft-sparse "131072:1:64" --variants "fs=1;fs=0,nr=0" \
         --verify "" --quantize ""                                  # draft variants, dense and 7% sparse
     python bench/dev_kernels.py --draft "" --quantize "" --out $OUT     # verify only: check, then new / off / v0
 """
@@ -84,8 +84,8 @@ def draft_kwargs(var, B, maxp, P):
         kw["num_warps"] = int(var["nw"])
     if "hpc" in var:
         kw["heads_per_prog"] = int(var["hpc"])
-    if "pf" in var or "pd" in var:  # prefetch depth: 0 off, 1 one page in flight (default), 2 two pages
-        kw["prefetch"] = int(var.get("pd", var.get("pf")))
+    if "pf" in var:  # prefetch: 0 off, 1 one page in flight (default)
+        kw["prefetch"] = int(var["pf"])
     if "fs" in var:
         kw["flat_scales"] = bool(int(var["fs"]))
     if "nr" in var:
@@ -338,7 +338,7 @@ def main():
     ap.add_argument("--out", default="/tmp/dev_kernels")
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
     ap.add_argument("--variants", default="",
-                    help="draft variants ';'-separated, 'k=v,k=v' each: ns=N|Nx nw st nr (0: no cap) pf|pd=0|1|2 "
+                    help="draft variants ';'-separated, 'k=v,k=v' each: ns=N|Nx nw st nr (0: no cap) pf=0|1 "
                          "fs=0|1 (flat key scales) mps=N (min pages a split) mc=N (merge chunk) pps=N (programs/SM, splits)")
     ap.add_argument("--draft-sparse", default="",
                     help="ctx:B:P list timed with select_topk_pages-sized lists (--ratio, min 1 page, 1 sink)")

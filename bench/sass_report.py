@@ -79,8 +79,9 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64, pf=None, fs=False, nr=None):
-    """The draft_decode stage-1 kernel; pf / fs / nr: the launcher's prefetch / flat_scales / maxnreg keywords."""
+def _draft(P=64, pf=None, fs=None, nr=None):
+    """The draft_decode stage-1 kernel; pf / fs / nr: the launcher's prefetch / flat_scales / maxnreg keywords
+    (None: the launcher's defaults for P)."""
     from sgl_spec.kernels import draft_decode as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
@@ -89,6 +90,7 @@ def _draft(P=64, pf=None, fs=False, nr=None):
     nw, st, cpf, cnr, _ = dd.launch_config(P, 16)
     pf = int(cpf if pf is None else pf)
     nr = cnr if nr is None else (nr or None)
+    fs = P <= dd.FLAT_SCALES_MAX_P if fs is None else fs
     const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
                  USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
@@ -128,10 +130,10 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1|2] [fs=0|1] [nr=N|0]
+    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
-            _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv.get("fs", 0)),
+            _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
                    nr=int(kv["nr"]) if "nr" in kv else None)
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1]
         args = sys.argv[2:]

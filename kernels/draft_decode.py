@@ -237,36 +237,23 @@ def _draft_decode_kernel(
         at_hi = tl.zeros([BLOCK_C, GPAD], tl.float32)
         m_t = tl.full([GPAD], float("-inf"), tl.float32)
         BW: tl.constexpr = BLOCK_C // 4
-        if PREFETCH >= 1:
-            # Register prefetch by hand (launched with num_stages=1): the loads of page i+PREFETCH are issued before
-            # page i is computed and consumed PREFETCH iterations later, so a page's memory latency overlaps the
-            # work of the pages before it. (Triton's own pipeliner turns the page-id load that addresses the tiles
-            # into a cp.async and then waits for *all* outstanding copies every iteration: no overlap at all.)
+        if PREFETCH:
+            # Register prefetch by hand (launched with num_stages=1): the loads of page i+1 are issued before page i
+            # is computed, so a page's memory latency overlaps the work of the page before it. (Triton's own
+            # pipeliner turns the page-id load that addresses the tiles into a cp.async and then waits for *all*
+            # outstanding copies every iteration: no overlap at all.) Two pages in flight measured no faster on the
+            # H100 (bench/NOTES_kernels.md, iteration 5) and were removed.
             cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
                              tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4,
                              FLAT_SCALES)
-            if PREFETCH == 1:
-                pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
-                for i in range(lo, hi):
-                    nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
-                                     s_vsh, pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
-                    pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
-                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
-                                                               FLAT_SCALES, USE_ASM)
-                    cur = nxt
-            else:  # two pages in flight
+            pg_next = tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
+            for i in range(lo, hi):
                 nxt = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
-                                 s_vsh, tl.load(ids + lo + 1, mask=lo + 1 < hi, other=0), lo + 1 < hi, h, offs_n,
-                                 offs_w, w_ok, HALF // 4, FLAT_SCALES)
-                pg_next = tl.load(ids + lo + 2, mask=lo + 2 < hi, other=0)
-                for i in range(lo, hi):
-                    nxt2 = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
-                                      s_vsh, pg_next, i + 2 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
-                    pg_next = tl.load(ids + i + 3, mask=i + 3 < hi, other=0)
-                    m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
-                                                               FLAT_SCALES, USE_ASM)
-                    cur = nxt
-                    nxt = nxt2
+                                 s_vsh, pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
+                pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+                m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
+                                                           FLAT_SCALES, USE_ASM)
+                cur = nxt
         else:
             for i in range(lo, hi):
                 cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
@@ -336,8 +323,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
-    ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight,
-    2: two pages), ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
+    ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
+    ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
     ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK)."""
     # ---- checks
@@ -392,8 +379,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
     nw = int(num_warps) if num_warps else cfg_nw
     pf = int(cfg_pf if prefetch is None else prefetch)
-    if pf not in (0, 1, 2):
-        raise ValueError(f"draft_decode: prefetch must be 0, 1 or 2, got {prefetch}")
+    if pf not in (0, 1):
+        raise ValueError(f"draft_decode: prefetch must be 0 or 1, got {prefetch}")
     fs = P <= FLAT_SCALES_MAX_P if flat_scales is None else bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap

@@ -125,12 +125,12 @@ def test_triton_many_pages_and_split_counts(device):
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
-# launch variants (bench/dev_kernels.py --variants): two pages in flight, key scales loaded once a program (flat),
-# no prefetch, the small-list split rule and the one-step merge; each must match the reference as the default does
+# launch variants (bench/dev_kernels.py --variants): key scales copied per thread (the old default) or loaded once a
+# program (flat), no prefetch, the small-list split rule and the one-step merge; each must match the reference
 VARIANTS = [
-    dict(prefetch=2),
+    dict(flat_scales=False),
     dict(flat_scales=True),
-    dict(prefetch=2, flat_scales=True),
+    dict(flat_scales=False, maxnreg=168, programs_per_sm=3, min_pages_per_split=4, merge_chunk=16),  # old defaults
     dict(prefetch=0, flat_scales=True),
     dict(min_pages_per_split=1, merge_chunk=64),
     dict(flat_scales=True, maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
@@ -154,14 +154,14 @@ def test_triton_variants_match_ref(kw, case, device):
 
 
 def test_triton_variants_long_list(device):
-    """Two pages in flight over a long odd list and splits with 0, 1, 2 and many pages (prefetch masks at the end)."""
+    """A long odd list and splits with 0, 1, 2 and many pages (prefetch masks at the end), per-thread key scales."""
     from sgl_spec.kernels.draft_decode import draft_decode
 
     args = make_case(2, 4, 2, 64, 32, [23, 4], [(12, 40), (0, 1)], torch.float16, device, seed=7, q_scale=4.0)
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(2, 4, 64))
     for ns in (1, 5, 12, 40):
         out = torch.full((2, 4, 64), float("nan"), dtype=torch.float16, device=device)
-        draft_decode(**args, out=out, num_splits=ns, prefetch=2, flat_scales=True)
+        draft_decode(**args, out=out, num_splits=ns, prefetch=1, flat_scales=False)
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
