@@ -39,3 +39,19 @@ def test_log_line_has_each_phase_and_the_outside_time(caplog):
                     map(float, line.split("host ms ")[1].split(" |")[0].split()[1::2])))
     assert vals["draft"] >= 4.0 and vals["verify"] >= 2.0 and vals["outside"] >= 3.0
     assert float(line.rsplit("round wall ms ", 1)[1]) >= 9.0
+
+
+def test_round_profiler_logs_a_table_once(monkeypatch, caplog):
+    import torch
+
+    monkeypatch.setenv(phase_timer.PROFILE_ENV, "1:2")
+    prof = phase_timer.RoundProfiler.from_env()
+    with caplog.at_level(logging.INFO, logger=phase_timer.__name__):
+        for _ in range(5):
+            prof.round()
+            torch.ones(64, 64) @ torch.ones(64, 64)
+    tables = [r.getMessage() for r in caplog.records if "quantspec profile of 2 rounds" in r.getMessage()]
+    assert len(tables) == 1 and "aten::mm" in tables[0]
+    monkeypatch.setenv(phase_timer.PROFILE_ENV, "3")
+    with pytest.raises(ValueError, match="SKIP:ROUNDS"):
+        phase_timer.RoundProfiler.from_env()
