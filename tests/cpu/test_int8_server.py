@@ -17,6 +17,7 @@ import torch
 
 from harness import launch_server, run_server_expect_failure, server_env
 from oracle import register_view
+from sgl_spec.config import DEFAULT_NUM_DRAFT_STEPS
 
 pytestmark = pytest.mark.server
 
@@ -119,7 +120,8 @@ def test_radix_prefix_hit_reuses_quantized_pages(server, oracle):
 BAD_FLAGS = {
     "--attention-backend quantspec --page-size 16": "quantspec needs --page-size 32, 64 or 128",
     "--speculative-algorithm QUANTSPEC --speculative-num-steps 64": "--speculative-num-steps (γ) in 1..63",
-    "--spec-algo quantspec --speculative-num-draft-tokens 3": "set --speculative-num-draft-tokens 5",
+    "--spec-algo quantspec --speculative-num-draft-tokens 3":
+        f"set --speculative-num-draft-tokens {DEFAULT_NUM_DRAFT_STEPS + 1}",
     "--spec-algo quantspec --speculative-eagle-topk 4": "set --speculative-eagle-topk 1",
     "--quantspec-min-pages 3": "--quantspec-min-pages only applies with --speculative-algorithm QUANTSPEC",
     "--attention-backend quantspec --enable-hierarchical-cache": "does not support --enable-hierarchical-cache",
@@ -184,10 +186,11 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     assert good["speculative_algorithm"] is None and good["disable_overlap_schedule"] is False
     spec = res["good spec"]
     assert "speculative=True, page_size=32, num_draft_steps=6, topk_ratio=0.2" in spec["_quantspec"], spec
-    assert "speculate='auto', cost_model=None" in spec["_quantspec"], spec  # auto-off on by default
+    assert "speculate='always', cost_model=None" in spec["_quantspec"], spec  # speculation every step by default
     assert (spec["speculative_algorithm"], spec["speculative_num_draft_tokens"], spec["speculative_eagle_topk"],
             spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
-    assert "speculative=True, page_size=64, num_draft_steps=4, topk_ratio=0.07, min_pages=3" in res["kwargs"]
+    want = f"speculative=True, page_size=64, num_draft_steps={DEFAULT_NUM_DRAFT_STEPS}, topk_ratio=0.07, min_pages=3"
+    assert want in res["kwargs"]
 
 
 def test_bad_flag_stops_the_real_server_at_startup(tiny_llama_fp32):
