@@ -24,10 +24,11 @@ import torch
 
 from harness import launch_server
 from oracle import REPO, Scorer, agreement, greedy_mismatches, pycode_model_dir
+from sgl_spec.config import DEFAULT_NUM_DRAFT_STEPS  # the server runs with γ at its default
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(1800)]
 
-P, GAMMA, N_NEW = 64, 4, 40
+P, GAMMA, N_NEW = 64, DEFAULT_NUM_DRAFT_STEPS, 40
 # 16k KV tokens: 16 concurrent requests of up to ~1.5k tokens fit without retraction (retraction is not what the
 # concurrency test is about). Chunks of 256 split the long prompts into several prefill chunks. --sleep-on-idle: an
 # idle SGLang scheduler otherwise busy-polls a whole core, which slows whatever runs next to it on 2 cores.
