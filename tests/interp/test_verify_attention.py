@@ -180,6 +180,15 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     assert torch.equal(out_off, out)
 
 
+def _variant_case(monkeypatch, pp, qa, case_i):
+    """CASES[case_i] for a dev variant: pages per iteration ``pp``, rows-as-M ``qa``, splits of any size."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, _ = CASES[case_i]
+    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
+    monkeypatch.setattr(va, "ROWS_AS_M", qa)
+    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
+    return make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ), 1.0 / math.sqrt(D)
+
+
 @pytest.mark.parametrize("pp,qa", [(2, 0), (1, 1), (1, 2), (2, 1)])
 @pytest.mark.parametrize("case_i", [3, 9, 13])
 def test_verify_variants(monkeypatch, pp, qa, case_i):
@@ -187,11 +196,7 @@ def test_verify_variants(monkeypatch, pp, qa, case_i):
     of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration)
     against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
-    monkeypatch.setattr(va, "ROWS_AS_M", qa)
-    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
-    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
-    sm_scale = 1.0 / math.sqrt(D)
+    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
     out, sc = run(va.verify_attention, case, sm_scale, True, score_rows)
     torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
@@ -250,11 +255,7 @@ def test_lse_scores(monkeypatch, pp, qa, case_i):
     """lse scores of the default (pp=1|2) and of the rows-as-M variants (qa=1|2) against the reference and a dense
     log-sum-exp; the output is the "max" kind's, bit for bit."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
-    monkeypatch.setattr(va, "ROWS_AS_M", qa)
-    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
-    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ)
-    sm_scale = 1.0 / math.sqrt(D)
+    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i)
     rows = score_rows if score_rows is not None else (min(1, NQ - 1), NQ - 1)
     q, store, pt, qs, hk, hv, hs = case
     ref_sc = torch.full((B, Hkv, pt.shape[1]), float("nan"))
