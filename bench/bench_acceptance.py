@@ -6,7 +6,14 @@ pycode-30m serves every prompt of bench/data/acceptance_prompts.json (20 starts 
 long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-tokens`` each. From the responses'
 ``meta_info`` (all prompts of a configuration pooled):
 
-  alpha  per-token acceptance: accepted drafts / proposed drafts (spec_num_correct_drafts / spec_num_proposed_drafts)
+  alpha  per-token acceptance α (Leviathan et al. 2023, §3.1: the probability that a draft token is accepted given
+         that the drafts before it were): accepted / (accepted + rejected) draft tokens, where a verify that accepted
+         n < γ drafts rejected one (h[n], below) and one that accepted all γ rejected none. This is the maximum-
+         likelihood α of the i.i.d. model behind τ = (1 - α^(γ+1)) / (1 - α), the model sgl_spec/costmodel.py uses;
+         drafts after the first rejection are never judged, so they count neither way.
+  keep   accepted / proposed draft tokens (spec_num_correct_drafts / spec_num_proposed_drafts): the share of the
+         drafted tokens that end up in the output; it falls with γ at a fixed α (with α = 0.95 and γ = 8 it is 0.80),
+         so it measures γ as much as the draft. Earlier versions of this tool reported it as "alpha".
   tau    mean accept length, SGLang's definition: completion tokens / verify passes (spec_verify_ct; the first token
          comes from the prefill and counts, as in SGLang)
   pos    per-position acceptance from spec_correct_drafts_histogram (h[n] = verifies that accepted exactly n drafts):
@@ -52,6 +59,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Optional
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -62,6 +70,8 @@ from acceptance_grid import (LABEL_KEY, SELECT_POLICIES, grid, jobs, label,  # n
 import prompts as prompt_set  # noqa: E402
 
 REPO = srvlib.REPO
+ALPHA_DEFINITION = ("alpha: per-token acceptance, accepted / (accepted + rejected) draft tokens (Leviathan et al. "
+                    "2023; a verify accepting n < gamma drafts rejected one); keep_rate: accepted / proposed")
 T0 = time.monotonic()
 _LOCK = threading.Lock()
 
@@ -117,6 +127,8 @@ def parse_args(argv=None):
     ap.add_argument("--merge", action="store_true", help="keep rows of other configurations already in --out")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="CPU: 2 prompts cut to 600 tokens, 16 new tokens, 3 configs")
+    ap.add_argument("--rederive", type=Path, nargs="+", metavar="JSON", help=(
+        "run nothing: recompute alpha / keep_rate of these results files from their counts (hist, drafts)"))
     a = ap.parse_args(argv)
     a.device = a.device or ("cpu" if a.smoke else "cuda")
     if a.smoke:
@@ -181,9 +193,28 @@ def metrics(results, gamma) -> dict:
     total = sum(hist)
     reach = [sum(hist[i:]) / total if total else None for i in range(gamma + 1)]
     pos = [reach[i] / reach[i - 1] if reach[i - 1] else None for i in range(1, gamma + 1)]
-    return dict(alpha=correct / proposed if proposed else None, tau=completion / verify if verify else None,
-                pos_accept=pos, reach=reach[1:], hist=hist, verify_ct=verify, completion_tokens=completion,
-                correct_drafts=correct, proposed_drafts=proposed)
+    return dict(alpha=alpha_mle(hist), keep_rate=correct / proposed if proposed else None,
+                tau=completion / verify if verify else None, pos_accept=pos, reach=reach[1:], hist=hist,
+                verify_ct=verify, completion_tokens=completion, correct_drafts=correct, proposed_drafts=proposed)
+
+
+def alpha_mle(hist) -> Optional[float]:
+    """Per-token α from the accepted-drafts histogram (h[n] = verifies that accepted exactly n of γ = len(h) - 1
+    drafts): accepted / (accepted + rejected); every verify with n < γ rejected exactly one draft."""
+    accepted = sum(n * h for n, h in enumerate(hist))
+    judged = accepted + sum(hist[:-1])
+    return accepted / judged if judged else None
+
+
+def rederive(path: Path) -> str:
+    """Recompute the derived fields (alpha, keep_rate) of a results file from its counted ones (hist, drafts)."""
+    doc = json.loads(path.read_text())
+    for r in doc.get("rows", []):
+        r["alpha"] = alpha_mle(r["hist"])
+        r["keep_rate"] = r["correct_drafts"] / r["proposed_drafts"] if r.get("proposed_drafts") else None
+    doc["alpha_definition"] = ALPHA_DEFINITION
+    path.write_text(json.dumps(doc, indent=1))
+    return f"rederived {len(doc.get('rows', []))} rows of {path}"
 
 
 def run_job(a, job, index, prompts, log_dir) -> list[dict]:
@@ -223,7 +254,7 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
 def describe(row) -> str:
     fmt = lambda x: "  -  " if x is None else f"{x:.3f}"  # noqa: E731
     name = row["policy"] + ("" if row["ratio"] is None else f"@{row['ratio']:g}")
-    return (f"{name:16s} γ={row['gamma']}  α={fmt(row['alpha'])}  τ={fmt(row['tau'])}  pos=["
+    return (f"{name:16s} γ={row['gamma']}  α={fmt(row['alpha'])}  keep={fmt(row['keep_rate'])}  τ={fmt(row['tau'])}  pos=["
             + " ".join(fmt(x) for x in row["pos_accept"]) + f"]  verifies={row['verify_ct']}  "
             f"start {row['startup_s']:.0f}s gen {row['generate_s']:.0f}s")
 
@@ -275,7 +306,8 @@ def write(a, info, rows):
             old = json.loads(a.out.read_text()).get("rows", [])
     new_keys = {key(r) for r in rows}
     merged = [r for r in old if key(r) not in new_keys] + rows
-    doc = dict(info, command=" ".join([Path(sys.executable).name] + sys.argv), model=str(a.model),
+    doc = dict(info, command=" ".join([Path(sys.executable).name] + sys.argv), alpha_definition=ALPHA_DEFINITION,
+               model=str(a.model),
                prompts=str(a.prompts), settings=dict(concurrency=a.concurrency, parallel=a.parallel,
                                                      cuda_graph=a.cuda_graph, grid=a.grid),
                elapsed_s=round(time.monotonic() - T0, 1), outputs=agreement(merged), rows=merged)
@@ -288,6 +320,10 @@ def write(a, info, rows):
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.rederive:
+        for path in a.rederive:
+            log(rederive(path))
+        return 0
     prompts = prompt_set.load(a.prompts, limit=a.num_prompts, cut=a.cut)
     configs = grid(a)
     a.overlay = srvlib.overlay_dir() if a.device == "cuda" else None

@@ -171,14 +171,15 @@ def acceptance_table(docs: list, policies=ACCEPTANCE_POLICIES, names=None) -> li
     model = str(d0.get("model", "?"))
     caption = (f"{r0.get('num_prompts')} Python prompts of {min(r0['prompt_tokens'])}-{max(r0['prompt_tokens'])} "
                f"tokens, {r0.get('max_new_tokens')} new tokens each, greedy, page {r0.get('page_size')}, "
-               f"{r0.get('sink_pages')} sink page, min pages {r0.get('min_pages')}; α = accepted / proposed draft "
-               "tokens, τ = tokens per round.")
+               f"{r0.get('sink_pages')} sink page, min pages {r0.get('min_pages')}; α = per-token acceptance, accepted / "
+               "(accepted + rejected) draft tokens (Leviathan et al. 2023; drafts after a rejection are not judged); "
+               "keep = accepted / proposed draft tokens; τ = tokens per round.")
     if same.get("prompts"):
         caption += (f" Greedy outputs identical across all configurations for {same['identical_across_configs']}/"
                     f"{same['prompts']} prompts.")
     out = [f"### Acceptance: {(names or {}).get(model, Path(model).name)} on {d0.get('device', '?')}", "", caption, "",
-           "| draft pages | share | " + " | ".join(f"α γ={g}" for g in gammas) + " | τ γ=4 | file |",
-           "|" + "---|" * (len(gammas) + 4)]
+           "| draft pages | share | " + " | ".join(f"α γ={g}" for g in gammas) + " | keep γ=4 | τ γ=4 | file |",
+           "|" + "---|" * (len(gammas) + 5)]
     cell = {(r["policy"], r.get("ratio"), r["gamma"]): r for r in rows}
     for pol in policies:
         for ratio in sorted({k[1] for k in cell if k[0] == pol}, key=lambda x: x or 0):
@@ -186,7 +187,7 @@ def acceptance_table(docs: list, policies=ACCEPTANCE_POLICIES, names=None) -> li
             t4 = cell.get((pol, ratio, 4))
             share = "all" if pol == "dense" else f"{ratio:.0%}"
             out.append(f"| {pol} | {share} | " + " | ".join(_f(r and r["alpha"], ".3f") for r in a)
-                       + f" | {_f(t4 and t4['tau'])} | {src[pol][0]} |")
+                       + f" | {_f(t4 and t4.get('keep_rate'), '.3f')} | {_f(t4 and t4['tau'])} | {src[pol][0]} |")
     return out + [""]
 
 

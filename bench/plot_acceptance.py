@@ -55,7 +55,7 @@ def plot(json_path, png_path=None) -> str:
         if last:
             pos = last[0]["pos_accept"]
             axes[2].plot(range(1, len(pos) + 1), pos, label=label, **style)
-    axes[0].set(xlabel="γ (draft tokens per round)", ylabel="α = accepted / proposed drafts",
+    axes[0].set(xlabel="γ (draft tokens per round)", ylabel="α = accepted / (accepted + rejected) drafts",
                 title="per-token acceptance")
     axes[1].set(xlabel="γ", ylabel="τ = completion tokens / verifies", title="mean accept length")
     axes[2].set(xlabel="draft position i", ylabel="P(draft i accepted | 1…i-1 accepted)",

@@ -57,8 +57,9 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: 1."))),
     "quantspec_dense_draft": (False, dict(action="store_true", default=None, help=(
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
-    # Default topk-head: on pycode-30m (H100, 20 prompts 4k-15k, γ=4, 7% of pages) α 0.849 vs 0.824 for per-layer
-    # topk and 0.697 for streaming (bench/results/acceptance_head.json, acceptance_select.json).
+    # Default topk-head: on pycode-30m (H100, 20 prompts 4k-15k, γ=4, 7% of pages) τ 4.34 vs 4.25 for per-layer
+    # topk and 3.76 for streaming (per-token α 0.940 / 0.930 / 0.878; bench/results/acceptance_head.json,
+    # acceptance_select.json).
     "quantspec_draft_pages": ("topk-head", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
         "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "

@@ -86,9 +86,36 @@ def test_metrics_from_histograms():
                           "spec_num_proposed_drafts": 6, "spec_correct_drafts_histogram": [0, 1, 1]}}]
     m = ba.metrics(res, 3)
     assert m["hist"] == [1, 1, 2, 2] and m["verify_ct"] == 6
-    assert m["alpha"] == 9 / 18 and m["tau"] == 15 / 6
+    assert m["keep_rate"] == 9 / 18 and m["tau"] == 15 / 6
+    # per-token α from the histogram: 0*1 + 1*1 + 2*2 + 3*2 = 11 accepted; the 4 verifies with n < 3 rejected one
+    assert m["alpha"] == 11 / (11 + 4)
     assert m["reach"] == pytest.approx([5 / 6, 4 / 6, 2 / 6])
     assert m["pos_accept"] == pytest.approx([5 / 6, 4 / 5, 2 / 4])
+
+
+def test_alpha_matches_the_geometric_model():
+    """Drafts accepted i.i.d. with probability α: the estimate recovers α at every γ, keep_rate falls with γ."""
+    import random
+    rng = random.Random(0)
+    for gamma in (2, 4, 8):
+        hist = [0] * (gamma + 1)
+        for _ in range(20000):
+            n = 0
+            while n < gamma and rng.random() < 0.9:
+                n += 1
+            hist[n] += 1
+        assert ba.alpha_mle(hist) == pytest.approx(0.9, abs=0.01)
+    assert ba.alpha_mle([0, 0, 0]) is None
+
+
+def test_rederive(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"rows": [{"hist": [1, 0, 3], "correct_drafts": 6, "proposed_drafts": 8,
+                                          "alpha": 0.75}]}))
+    ba.main(["--rederive", str(path)])
+    r = json.loads(path.read_text())["rows"][0]
+    assert r["alpha"] == 6 / 7 and r["keep_rate"] == 6 / 8
+    assert "Leviathan" in json.loads(path.read_text())["alpha_definition"]
 
 
 def test_committed_prompt_set():
@@ -141,7 +168,10 @@ def test_smoke_run(tmp_path):
         assert 0.0 <= r["alpha"] <= 1.0 and 1.0 <= r["tau"] <= g + 1
         assert len(r["pos_accept"]) == g and len(r["hist"]) == g + 1 and sum(r["hist"]) == r["verify_ct"]
         assert r["completion_tokens"] == 2 * 16
-        assert r["alpha"] == pytest.approx(sum(n * h for n, h in enumerate(r["hist"])) / (g * r["verify_ct"]))
+        accepted = sum(n * h for n, h in enumerate(r["hist"]))
+        assert r["keep_rate"] == pytest.approx(accepted / (g * r["verify_ct"]))
+        assert r["alpha"] == pytest.approx(accepted / (accepted + r["verify_ct"] - r["hist"][-1]))
+        assert r["alpha"] >= r["keep_rate"]
     # lossless: fp32 on CPU, so every policy (own server or per-request) gives the very same greedy tokens
     assert doc["outputs"] == {"prompts": 2, "identical_across_configs": 2}
     lines = [x for x in proc.stdout.splitlines() if " α=" in x]

@@ -204,15 +204,16 @@ def test_table_checks_the_targets_on_the_server_log_rate():
 
 def test_acceptance_table_takes_each_policy_from_the_first_file():
     def row(pol, ratio, g, a):
-        return {"policy": pol, "ratio": ratio, "gamma": g, "alpha": a, "tau": 1 + a * g, "num_prompts": 2,
+        return {"policy": pol, "ratio": ratio, "gamma": g, "alpha": a, "keep_rate": a - 0.05, "tau": 1 + a * g,
+                "num_prompts": 2,
                 "prompt_tokens": [100, 200], "max_new_tokens": 8, "page_size": 64, "sink_pages": 1, "min_pages": 1}
     head = {"model": "/tmp/m", "device": "H100", "outputs": {"prompts": 2, "identical_across_configs": 1},
             "rows": [row("topk", 0.07, g, 0.8) for g in (2, 4)]}
     select = {"model": "/tmp/m", "device": "H100", "rows": [row("topk", 0.07, 4, 0.1), row("dense", None, 4, 0.9)]}
     text = "\n".join(e2e_table.acceptance_table([("h.json", head), ("s.json", select)], names={"/tmp/m": "pyc"}))
     assert "### Acceptance: pyc on H100" in text and "for 1/2 prompts." in text
-    assert "| dense | all | – | 0.900 | 4.60 | s.json |" in text
-    assert "| topk | 7% | 0.800 | 0.800 | 4.20 | h.json |" in text and "0.100" not in text
+    assert "| dense | all | – | 0.900 | 0.850 | 4.60 | s.json |" in text
+    assert "| topk | 7% | 0.800 | 0.800 | 0.750 | 4.20 | h.json |" in text and "0.100" not in text
 
 
 def test_table_updates_the_readme_block_in_place(tmp_path):
