@@ -275,7 +275,8 @@ def _measure(a, srv, clock, row, prompts_for, prompts):
     traces = e2e_client.run_batch(srv.url, prompts, max_new_tokens=a.gen, temperature=a.temperature,
                                   timeout=max(30.0, min(600.0, clock.left() - 15)), procs=procs)
     m = e2e_client.window_metrics(traces, skip=a.skip)
-    log = e2e_server.steady_log_throughput(srv.log_since(offset), row["batch"])
+    text = srv.log_since(offset)
+    log = {**e2e_server.steady_log_throughput(text, row["batch"]), **e2e_server.steady_round_phases(text, row["batch"])}
     wall = time.monotonic() - t_start
     clock.learn(row["batch"], row["ctx"], a.gen, wall)
     out = {**row, **m, **log, "wall_s": wall, "time": time.strftime("%Y-%m-%d %H:%M:%S")}

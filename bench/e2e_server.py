@@ -226,6 +226,42 @@ def steady_log_throughput(text: str, batch: int) -> dict:
             "log_lines": len(lines)}
 
 
+_TIMING = re.compile(r"quantspec timing: (\d+) rounds, bs ([0-9.]+) \| host ms (.*?) \| gpu ms (.*?) \| "
+                     r"round wall ms ([0-9.]+)")
+
+
+def _phases(text: str) -> dict:
+    """ "draft 0.41 verify 0.35" -> {"draft": 0.41, "verify": 0.35} (phase names may contain spaces)."""
+    toks, out, name = text.split(), {}, []
+    for t in toks:
+        try:
+            out[" ".join(name)] = float(t)
+            name = []
+        except ValueError:
+            name.append(t)
+    return out
+
+
+def steady_round_phases(text: str, batch: int) -> dict:
+    """Median per-phase times of the ``SGL_SPEC_TIMING`` lines (sgl_spec/phase_timer.py) logged while the whole batch
+    ran (mean batch size == batch), the first such line dropped (its rounds include the batch's first ones); {} when
+    the server logged none (the knob unset, or too few rounds)."""
+    lines = []
+    for m in _TIMING.finditer(text):
+        if abs(float(m.group(2)) - batch) < 1e-6:
+            lines.append({"rounds": int(m.group(1)), "host": _phases(m.group(3)), "gpu": _phases(m.group(4)),
+                          "wall": float(m.group(5))})
+    lines = lines[1:]
+    if not lines:
+        return {}
+    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    out = {"timing_lines": len(lines), "round_wall_ms": med([d["wall"] for d in lines])}
+    for kind in ("host", "gpu"):
+        for k in sorted({k for d in lines for k in d[kind]}):
+            out[f"{kind}_{k.replace(' ', '_')}_ms"] = med([d[kind].get(k, 0.0) for d in lines])
+    return {"round_phases": out}
+
+
 def kv_bytes_from_log(text: str) -> dict:
     """Bytes per token of the KV pool as the server logged it (quantspec's pool line, or SGLang's K/V sizes, which
     are rounded to 0.01 GB: only a cross-check of the formula)."""

@@ -83,6 +83,34 @@ def test_log_parsing():
     assert e2e_server.steady_log_throughput("nothing", 3)["log_tok_per_s"] is None
 
 
+def test_round_phase_parsing_reads_the_phase_timer_lines(caplog):
+    """The parser reads what sgl_spec/phase_timer.py logs (a format change must fail here, not on the GPU)."""
+    import logging
+
+    from sgl_spec import phase_timer
+
+    timer = phase_timer.PhaseTimer(every=2, cuda=False)
+    with caplog.at_level(logging.INFO, logger=phase_timer.__name__):
+        for bs in (3, 3, 4, 4, 4, 4, 4, 4):
+            timer.start(bs)
+            for name in ("pages", "draft", "verify", "accept"):
+                timer.mark(name)
+            timer.end()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert text.count("quantspec timing:") == 4
+    got = e2e_server.steady_round_phases(text, batch=4)["round_phases"]
+    assert got["timing_lines"] == 2  # 3 lines at bs 4.0, the first dropped; the bs-3 line is another cell's
+    assert {"host_pages_ms", "host_draft_ms", "host_verify_ms", "host_accept_ms", "host_outside_ms",
+            "round_wall_ms"} <= set(got)
+    assert all(v >= 0 for v in got.values())
+    line = ("[x] quantspec timing: 20 rounds, bs 64.0 | host ms pages 0.10 draft 0.41 | gpu ms pages 0.05 draft 1.02 "
+            "verify 2.10 | round wall ms 3.90")
+    two = e2e_server.steady_round_phases(line + "\n" + line.replace("3.90", "4.10"), batch=64)["round_phases"]
+    assert two == {"timing_lines": 1, "round_wall_ms": 4.10, "host_pages_ms": 0.10, "host_draft_ms": 0.41,
+                   "gpu_pages_ms": 0.05, "gpu_draft_ms": 1.02, "gpu_verify_ms": 2.10}
+    assert e2e_server.steady_round_phases("nothing", 4) == {}
+
+
 def test_kv_bytes_formula_pycode_shape():
     cfg = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 4,
            "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 8192}
