@@ -6,17 +6,26 @@ its own page's keys ``(p // P) * P … p`` in full precision. For one request wh
 of earlier chunks, and pages completed by this very forward, which the backend quantizes first), plus full-precision
 keys of the new tokens and of the part of ``start``'s page computed earlier (``prev_k``, read from the hot ring).
 
-Everything is fp32 (like the kernels' accumulators and the ``*_ref`` twins), so the EXTEND path and the DECODE /
-TARGET_VERIFY kernels compute the same function; that is what makes chunked prefill, prefix hits, decode and
-speculation agree token for token. Queries are processed in chunks so the logits stay within a memory budget.
+On the CPU (and with ``page_aligned``) everything is fp32, like the ``*_ref`` twins of the DECODE / TARGET_VERIFY
+kernels, so the CPU paths compute one function and chunked prefill, prefix hits, decode and speculation agree token
+for token. Queries are processed in chunks so the logits stay within a memory budget.
+
+On CUDA the default path hands the same keys, values and mask to ``scaled_dot_product_attention`` in fp16 (the
+memory-efficient kernel: no logits in memory, tensor cores), the precision class of the DECODE / TARGET_VERIFY
+kernels, which also dequantize to fp16. The fp32 einsum path kept the whole [rows, keys] logits and copied the
+dequantized prefix once per 64-row chunk at long contexts (Llama-3-8B shape, 64k-token prompt: 400-500 prefill
+tokens/s on an H200, bench/results/e2e_llama8b.json's first run).
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
 from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
 
 _LOGIT_BUDGET = 1 << 24  # fp32 logits elements per query chunk (64 MiB)
+_MASK_BUDGET = 1 << 27  # mask elements per query chunk of the SDPA path (128 MiB as bool, 256 MiB as fp16)
 
 
 def dequant_pages(store, page_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,7 +38,7 @@ def dequant_pages(store, page_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
 
 def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_scale: float, out=None,
-                     page_aligned: bool = False):
+                     page_aligned: bool = False, impl: str = "auto", sdpa_dtype=torch.float16):
     """Attention of one request's new tokens.
 
     q [n, Hq, D] at positions ``start … start+n-1``; k, v [n, Hkv, D] their keys/values (model dtype); prev_k, prev_v
@@ -41,6 +50,9 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
     the chunking - the INT8 view of pages ``0 … j-1`` then the P slots of page ``j`` (not yet computed ones zero and
     masked) - so with batch-invariant matmuls a row's result does not depend on how the scheduler chunked the prompt.
     By default query chunks span several pages (fewer, larger matmuls), so the key layout follows the chunking.
+
+    ``impl`` of the default path: "einsum" (fp32), "sdpa" (``scaled_dot_product_attention`` in ``sdpa_dtype`` over
+    the same keys, values and mask) or "auto" (sdpa on CUDA, einsum on the CPU).
     """
     n, Hq, D = q.shape
     Hkv, P = store.k_upper.shape[1], store.k_upper.shape[2]
@@ -84,6 +96,11 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
                 p0 = p1
         return out
 
+    if impl not in ("auto", "einsum", "sdpa"):
+        raise ValueError(f"impl must be auto, einsum or sdpa, got {impl!r}")
+    if impl == "sdpa" or (impl == "auto" and q.is_cuda):
+        return _extend_sdpa(qf, kf, vf, k8, v8, out, start, base, P, G, sm_scale, sdpa_dtype)
+
     # Query chunks of whole pages: a chunk's full-precision keys are its own pages only.
     rows_per_chunk = max(1, _LOGIT_BUDGET // max(1, Hq * (n8 * P + 2 * P)))
     pages_per_chunk = max(1, rows_per_chunk // P)
@@ -100,5 +117,53 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
         own = (pos // P)[:, None]
         mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
         attend(p0, p1, keys, vals, mask)
+        p0 = p1
+    return out
+
+
+def _mixed_keys(k8, kf, p0: int, p1: int, base: int, P: int):
+    """Keys for queries p0 … p1-1 (one chunk of whole pages): the INT8 view of the pages before the chunk's last page,
+    then the full-precision keys of the chunk's own pages (from the first one's start); and the [p1-p0, T] mask
+    (INT8 key of an earlier page, or a full-precision key of the query's own page at or before it)."""
+    dev = kf.device
+    pos = torch.arange(p0, p1, device=dev)
+    j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
+    f0 = (p0 // P) * P  # first full-precision key position this chunk can see
+    t8 = torch.arange(j_hi * P, device=dev)
+    tf = torch.arange(f0, p1, device=dev)
+    own = (pos // P)[:, None]
+    mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
+    return j_hi, f0, mask
+
+
+def _efficient_only(t):
+    if not t.is_cuda:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION])
+
+
+def _extend_sdpa(qf, kf, vf, k8, v8, out, start, base, P, G, sm_scale, dtype):
+    """The default path through ``scaled_dot_product_attention``: query rows (token, group member) of one KV head
+    share that head's keys, so a chunk is one call over [1, Hkv, rows*G, D] with the mask repeated G times."""
+    n, Hq, D = qf.shape
+    Hkv = Hq // G
+    end = start + n
+    k8c, v8c = k8.to(dtype), v8.to(dtype)  # once per forward: the prefix is the bulk of the keys
+    kfc, vfc = kf.to(dtype), vf.to(dtype)
+    T_max = k8.shape[1] + (end - base)
+    pages_per_chunk = max(1, _MASK_BUDGET // max(1, G * P * T_max))
+    p0 = start
+    while p0 < end:
+        p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
+        j_hi, f0, mask = _mixed_keys(k8, kf, p0, p1, base, P)
+        keys = torch.cat([k8c[:, : j_hi * P], kfc[:, f0 - base:p1 - base]], dim=1)[None]  # [1, Hkv, T, D]
+        vals = torch.cat([v8c[:, : j_hi * P], vfc[:, f0 - base:p1 - base]], dim=1)[None]
+        qc = qf[p0 - start:p1 - start].view(-1, Hkv, G, D).permute(1, 0, 2, 3).reshape(1, Hkv, -1, D).to(dtype)
+        with _efficient_only(qc):  # never the math fallback: it would hold [Hkv, rows*G, T] logits
+            o = torch.nn.functional.scaled_dot_product_attention(
+                qc, keys, vals, attn_mask=mask.repeat_interleave(G, dim=0), scale=sm_scale)
+        out[p0 - start:p1 - start] = o.view(Hkv, p1 - p0, G, D).permute(1, 0, 2, 3).reshape(-1, Hq, D).to(out.dtype)
         p0 = p1
     return out

@@ -64,3 +64,29 @@ def test_page_aligned_prefill_is_chunking_invariant_and_agrees_with_default():
         torch.testing.assert_close(got, one, atol=1e-6, rtol=0, msg=lambda m: f"{cuts}: {m}")
     default = _chunked(q, k, v, store, ids, [0, n], P)
     torch.testing.assert_close(default, one, atol=2e-5, rtol=0)
+
+
+def test_sdpa_prefill_path_matches_the_fp32_path():
+    """The CUDA default (scaled_dot_product_attention over the same keys, values and mask) against the fp32 einsum
+    path, run here on the CPU: in fp32 only the summation order differs (1e-5); in bf16 the inputs are rounded to
+    8 bits of mantissa (a few 1e-2 on outputs of size ~1)."""
+    P, n = 32, 200
+    q, k, v, store, ids = _prefill_case(n, P)
+    for cuts in ([0, n], [0, 70, 200], [0, 1, 33, 150, 200]):
+        ref = _chunked(q, k, v, store, ids, cuts, P)
+        got = _chunked(q, k, v, store, ids, cuts, P, impl="sdpa", sdpa_dtype=torch.float32)
+        torch.testing.assert_close(got, ref, atol=1e-5, rtol=0, msg=lambda m: f"{cuts}: {m}")
+        low = _chunked(q, k, v, store, ids, cuts, P, impl="sdpa", sdpa_dtype=torch.bfloat16)
+        torch.testing.assert_close(low, ref, atol=5e-2, rtol=0, msg=lambda m: f"{cuts}: {m}")
+
+
+def test_sdpa_prefill_chunks_by_mask_budget(monkeypatch):
+    """Several query chunks per call (a small mask budget) give the same rows as one chunk."""
+    import sgl_spec.prefill_ref as pr
+
+    P, n = 32, 200
+    q, k, v, store, ids = _prefill_case(n, P)
+    one = _chunked(q, k, v, store, ids, [0, n], P, impl="sdpa", sdpa_dtype=torch.float32)
+    monkeypatch.setattr(pr, "_MASK_BUDGET", 1)
+    many = _chunked(q, k, v, store, ids, [0, n], P, impl="sdpa", sdpa_dtype=torch.float32)
+    torch.testing.assert_close(many, one, atol=1e-5, rtol=0)
