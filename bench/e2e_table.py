@@ -14,8 +14,9 @@ device, model, context, batch), from the server's own "gen throughput" log lines
 steady-state lines, full batch, nothing queued). The client's count of streamed tokens (``tok_per_s``) is a secondary
 column only: the Python client handles one SSE event per token for bf16/int8 but about τ tokens per event under
 speculation, so it saturates first on the non-speculative modes and flatters speculation. "best" = the fastest
-quantspec mode of the cell (spec modes at their best measured γ); "spec-auto" = what ``--spec-algo quantspec`` alone
-gives (auto-off). Targets (issue 5), on the log speedup: best >= 3.0x where batch x context >= 256k tokens, and
+quantspec mode of the cell (spec modes at their best measured γ); "spec-auto" = the auto-off server
+(``--quantspec-speculate auto``). e2e_default.json, when present, is its own table: what ``--spec-algo quantspec``
+alone gives (top-k-head pages, γ = 6, speculating every step) next to stock BF16 measured in the same run. Targets (issue 5), on the log speedup: best >= 3.0x where batch x context >= 256k tokens, and
 >= 1.0x in every cell.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _ratio(r, base, key):
     return r[key] / base[key] if r and base and r.get(key) and base.get(key) else None
 
 
-def e2e_tables(doc: dict) -> list[str]:
+def e2e_tables(doc: dict, title: str = "Decode throughput") -> list[str]:
     out = []
     groups = {}
     for r in doc.get("rows", []):
@@ -69,7 +70,7 @@ def e2e_tables(doc: dict) -> list[str]:
         spec_gammas = {r["gamma"] for k, r in best.items() if k[0].startswith("spec")}
         one_gamma = len(spec_gammas) == 1
         sglang = next((r.get("sglang") for r in rows if r.get("sglang")), "?")
-        out += [f"### Decode throughput: {model} on {device}" + (" (shared prompt prefix)" if shared else ""),
+        out += [f"### {title}: {model} on {device}" + (" (shared prompt prefix)" if shared else ""),
                 "",
                 f"SGLang {sglang}; greedy, {rows[0].get('gen')} new tokens per request"
                 + (f", γ={spec_gammas.pop()}" if one_gamma else "")
@@ -237,6 +238,9 @@ def main(argv=None):
     load = lambda name: json.loads((res / name).read_text()) if (res / name).exists() else None  # noqa: E731
     e2e = load("e2e.json")
     parts += e2e_tables(e2e) if e2e else ["<!-- e2e.json: not measured yet -->", ""]
+    default = load("e2e_default.json")
+    if default:
+        parts += e2e_tables(default, title="Default server (`--spec-algo quantspec` alone: top-k-head pages, γ=6)")
     acc = [(n, d) for n in ACCEPTANCE_FILES if (d := load(n))]
     names = {m.get("model_path"): m.get("model") for m in (e2e or {}).get("runs", []) if m.get("model_path")}
     parts += acceptance_table(acc, names=names) if acc else ["<!-- acceptance: not measured yet -->", ""]
