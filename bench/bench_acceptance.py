@@ -193,7 +193,7 @@ def metrics(results, gamma) -> dict:
     total = sum(hist)
     reach = [sum(hist[i:]) / total if total else None for i in range(gamma + 1)]
     pos = [reach[i] / reach[i - 1] if reach[i - 1] else None for i in range(1, gamma + 1)]
-    return dict(alpha=alpha_mle(hist), keep_rate=correct / proposed if proposed else None,
+    return dict(alpha=alpha_mle(hist), keep_rate=keep_rate(correct, proposed),
                 tau=completion / verify if verify else None, pos_accept=pos, reach=reach[1:], hist=hist,
                 verify_ct=verify, completion_tokens=completion, correct_drafts=correct, proposed_drafts=proposed)
 
@@ -206,12 +206,16 @@ def alpha_mle(hist) -> Optional[float]:
     return accepted / judged if judged else None
 
 
+def keep_rate(correct: int, proposed: int) -> Optional[float]:
+    return correct / proposed if proposed else None
+
+
 def rederive(path: Path) -> str:
     """Recompute the derived fields (alpha, keep_rate) of a results file from its counted ones (hist, drafts)."""
     doc = json.loads(path.read_text())
     for r in doc.get("rows", []):
         r["alpha"] = alpha_mle(r["hist"])
-        r["keep_rate"] = r["correct_drafts"] / r["proposed_drafts"] if r.get("proposed_drafts") else None
+        r["keep_rate"] = keep_rate(r["correct_drafts"], r["proposed_drafts"])
     doc["alpha_definition"] = ALPHA_DEFINITION
     path.write_text(json.dumps(doc, indent=1))
     return f"rederived {len(doc.get('rows', []))} rows of {path}"

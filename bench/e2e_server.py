@@ -214,15 +214,18 @@ def decode_lines(text: str) -> list[dict]:
     return out
 
 
+def _median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
 def steady_log_throughput(text: str, batch: int) -> dict:
     """Median "gen throughput" over the log lines where the whole batch decodes and nothing waits, dropping the
     first such line (its interval still contains prefill work)."""
     lines = [d for d in decode_lines(text) if d["running"] == batch and d["queue"] == 0][1:]
     if not lines:
         return {"log_tok_per_s": None, "log_accept_len": None, "log_lines": 0}
-    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     acc = [d["accept_len"] for d in lines if d["accept_len"] is not None]
-    return {"log_tok_per_s": med([d["gen_tps"] for d in lines]), "log_accept_len": med(acc) if acc else None,
+    return {"log_tok_per_s": _median([d["gen_tps"] for d in lines]), "log_accept_len": _median(acc) if acc else None,
             "log_lines": len(lines)}
 
 
@@ -254,11 +257,10 @@ def steady_round_phases(text: str, batch: int) -> dict:
     lines = lines[1:]
     if not lines:
         return {}
-    med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
-    out = {"timing_lines": len(lines), "round_wall_ms": med([d["wall"] for d in lines])}
+    out = {"timing_lines": len(lines), "round_wall_ms": _median([d["wall"] for d in lines])}
     for kind in ("host", "gpu"):
         for k in sorted({k for d in lines for k in d[kind]}):
-            out[f"{kind}_{k.replace(' ', '_')}_ms"] = med([d[kind].get(k, 0.0) for d in lines])
+            out[f"{kind}_{k.replace(' ', '_')}_ms"] = _median([d[kind].get(k, 0.0) for d in lines])
     return {"round_phases": out}
 
 

@@ -103,37 +103,31 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_ids, start: int, sm_sc
 
     # Query chunks of whole pages: a chunk's full-precision keys are its own pages only.
     rows_per_chunk = max(1, _LOGIT_BUDGET // max(1, Hq * (n8 * P + 2 * P)))
-    pages_per_chunk = max(1, rows_per_chunk // P)
-    p0 = start
-    while p0 < end:
-        p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
-        pos = torch.arange(p0, p1, device=q.device)
-        j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
-        f0 = (p0 // P) * P  # first full-precision key position this chunk can see
-        keys = torch.cat([k8[:, : j_hi * P], kf[:, f0 - base:p1 - base]], dim=1)  # [Hkv, T, D]
-        vals = torch.cat([v8[:, : j_hi * P], vf[:, f0 - base:p1 - base]], dim=1)
-        t8 = torch.arange(j_hi * P, device=q.device)
-        tf = torch.arange(f0, p1, device=q.device)
-        own = (pos // P)[:, None]
-        mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
+    for p0, p1, keys, vals, mask in _page_chunks(k8, v8, kf, vf, start, end, base, P, max(1, rows_per_chunk // P)):
         attend(p0, p1, keys, vals, mask)
-        p0 = p1
     return out
 
 
-def _mixed_keys(k8, kf, p0: int, p1: int, base: int, P: int):
-    """Keys for queries p0 … p1-1 (one chunk of whole pages): the INT8 view of the pages before the chunk's last page,
-    then the full-precision keys of the chunk's own pages (from the first one's start); and the [p1-p0, T] mask
-    (INT8 key of an earlier page, or a full-precision key of the query's own page at or before it)."""
+def _page_chunks(k8, v8, kf, vf, start: int, end: int, base: int, P: int, pages_per_chunk: int):
+    """Query chunks p0 … p1-1 of whole pages with their keys and values [Hkv, T, D]: the INT8 view of the pages
+    before the chunk's last page, then the full-precision keys of the chunk's own pages (from the first one's start);
+    and the [p1-p0, T] mask (an INT8 key of an earlier page, or a full-precision key of the query's own page at or
+    before it)."""
     dev = kf.device
-    pos = torch.arange(p0, p1, device=dev)
-    j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
-    f0 = (p0 // P) * P  # first full-precision key position this chunk can see
-    t8 = torch.arange(j_hi * P, device=dev)
-    tf = torch.arange(f0, p1, device=dev)
-    own = (pos // P)[:, None]
-    mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
-    return j_hi, f0, mask
+    p0 = start
+    while p0 < end:
+        p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
+        pos = torch.arange(p0, p1, device=dev)
+        j_hi = (p1 - 1) // P  # INT8 pages this chunk can see
+        f0 = (p0 // P) * P  # first full-precision key position this chunk can see
+        keys = torch.cat([k8[:, : j_hi * P], kf[:, f0 - base:p1 - base]], dim=1)
+        vals = torch.cat([v8[:, : j_hi * P], vf[:, f0 - base:p1 - base]], dim=1)
+        t8 = torch.arange(j_hi * P, device=dev)
+        tf = torch.arange(f0, p1, device=dev)
+        own = (pos // P)[:, None]
+        mask = torch.cat([(t8 // P)[None, :] < own, ((tf // P)[None, :] == own) & (tf[None, :] <= pos[:, None])], 1)
+        yield p0, p1, keys, vals, mask
+        p0 = p1
 
 
 def _efficient_only(t):
@@ -150,20 +144,14 @@ def _extend_sdpa(qf, kf, vf, k8, v8, out, start, base, P, G, sm_scale, dtype):
     n, Hq, D = qf.shape
     Hkv = Hq // G
     end = start + n
-    k8c, v8c = k8.to(dtype), v8.to(dtype)  # once per forward: the prefix is the bulk of the keys
-    kfc, vfc = kf.to(dtype), vf.to(dtype)
     T_max = k8.shape[1] + (end - base)
     pages_per_chunk = max(1, _MASK_BUDGET // max(1, G * P * T_max))
-    p0 = start
-    while p0 < end:
-        p1 = min(end, ((p0 // P) + pages_per_chunk) * P)
-        j_hi, f0, mask = _mixed_keys(k8, kf, p0, p1, base, P)
-        keys = torch.cat([k8c[:, : j_hi * P], kfc[:, f0 - base:p1 - base]], dim=1)[None]  # [1, Hkv, T, D]
-        vals = torch.cat([v8c[:, : j_hi * P], vfc[:, f0 - base:p1 - base]], dim=1)[None]
+    # converted once per forward: the INT8 prefix is the bulk of the keys
+    cast = [t.to(dtype) for t in (k8, v8, kf, vf)]
+    for p0, p1, keys, vals, mask in _page_chunks(*cast, start, end, base, P, pages_per_chunk):
         qc = qf[p0 - start:p1 - start].view(-1, Hkv, G, D).permute(1, 0, 2, 3).reshape(1, Hkv, -1, D).to(dtype)
         with _efficient_only(qc):  # never the math fallback: it would hold [Hkv, rows*G, T] logits
             o = torch.nn.functional.scaled_dot_product_attention(
-                qc, keys, vals, attn_mask=mask.repeat_interleave(G, dim=0), scale=sm_scale)
+                qc, keys[None], vals[None], attn_mask=mask.repeat_interleave(G, dim=0), scale=sm_scale)
         out[p0 - start:p1 - start] = o.view(Hkv, p1 - p0, G, D).permute(1, 0, 2, 3).reshape(-1, Hq, D).to(out.dtype)
-        p0 = p1
     return out
