@@ -52,6 +52,10 @@ MODES = {
                    "spec": True, "quant": True, "desc": "quantspec speculation every step, dense 4-bit draft"},
     "spec-topk": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always"], "spec": True,
                   "quant": True, "desc": "quantspec speculation every step, top-k sparse 4-bit draft"},
+    # spec-topk on SGLang's non-overlap scheduler (the only one quantspec ran on before overlap support): the host's
+    # per-step scheduling work is then not hidden behind the GPU.
+    "spec-sync": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--disable-overlap-schedule"],
+                  "spec": True, "quant": True, "desc": "spec-topk with the non-overlap scheduler"},
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }

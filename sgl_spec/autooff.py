@@ -14,14 +14,15 @@ slower than without speculation. So at the start of every decode step the worker
 
 Either plain step emits one token per request through ``sampling.verify_chain`` with zero drafts (argmax, or a draw
 from the filtered target distribution), so the output is that of the INT8-only mode: lossless. SGLang sees a round
-with accept length 1 (its metrics stay meaningful); the next carry marks every request as "no verified pages yet",
-so the next round drafts with its recent pages (pagetable.StreamingPages) instead of a stale top-k list.
+with accept length 1 (its metrics stay meaningful); the worker marks every request's slot as "no verified pages
+yet", so the next round drafts with its recent pages (pagetable.StreamingPages) instead of a stale top-k list.
 
 Step costs. The prior is the analytic model of sgl_spec.costmodel (weight bytes + KV bytes + per-token compute +
 fixed costs): a fitted JSON (``--quantspec-cost-model``, bench_e2e.py writes one per GPU and model) or the datasheet
 defaults. It is corrected online by what this server measures: the host wall time from the start of one decode step
-to the start of the next. The non-overlap scheduler waits for every step's results, so that interval is the step's
-whole cost, scheduler work included, and reading a host clock costs no device sync. Each interval is divided by the
+to the start of the next. The scheduler waits for every step's results (without overlap) or for its published
+lengths (with overlap) before it starts the next step, so that interval is the step's whole cost, scheduler work
+included where it is not hidden, and reading a host clock costs no device sync. Each interval is divided by the
 prior's prediction for that step; the median of the recent ratios of the step's (kind, batch bucket, context bucket),
 else of its kind, scales the prior. Why not CUDA events: they miss the host work that makes eager drafts expensive.
 Why not a calibration at startup: it needs synthetic batches through SGLang's allocator before any request, and what
@@ -252,7 +253,7 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
     return AutoOff(model, gamma, mode="auto", graph_max_bs=graph_max_bs, log_every=log_every)
 
 
-def plain_step(worker, batch, carry, kind: str):
+def plain_step(worker, batch, last, kind: str):
     """One non-speculative step of ``kind`` (VERIFY or DECODE, module docstring) for the worker's decode batch:
     one token per request, the GenerationBatchResult a round would return with every accept length 1."""
     from sglang.srt.managers.utils import GenerationBatchResult
@@ -263,7 +264,6 @@ def plain_step(worker, batch, carry, kind: str):
     G, bs = worker.gamma, len(batch.reqs)
     seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
     dev = seq0.device
-    last = carry.last_tokens
     w = G + 1 if kind == VERIFY else 1
     pos, loc = worker._window(batch, w)  # [bs, w]
     window = last.unsqueeze(1).expand(bs, w)  # rows 1…: placeholders whose outputs are never used
@@ -295,6 +295,7 @@ def plain_step(worker, batch, carry, kind: str):
     tokens[:, :1] = tok
     if batch.return_logprob:
         worker._logprobs(batch, logits_output, tokens, accept_lens)
+    worker.mark_verified(batch, False)  # no verify chose pages this step: the next round drafts with recent pages
     batch.forward_mode = ForwardMode.DECODE
     return GenerationBatchResult(
         logits_output=logits_output,
@@ -302,7 +303,6 @@ def plain_step(worker, batch, carry, kind: str):
         can_run_cuda_graph=out.can_run_cuda_graph,
         accept_lens=accept_lens.to(torch.int32),
         new_seq_lens=seq0 + 1,
-        # No verify chose pages this step: the next round drafts with recent pages (has_pages False).
-        next_draft_input=QuantSpecDraftInput(tokens[:, 0], torch.zeros_like(carry.has_pages), G + 1),
+        next_draft_input=QuantSpecDraftInput(tokens[:, 0], G + 1),
         speculative_num_draft_tokens=w,
     )

@@ -284,15 +284,20 @@ def _configure_speculation(server_args, page_size: int) -> int:
     if server_args.speculative_num_draft_tokens not in (None, gamma + 1):
         raise ValueError(f"quantspec verifies γ+1 tokens: set --speculative-num-draft-tokens {gamma + 1} or drop it "
                          f"(got {server_args.speculative_num_draft_tokens})")
+    if getattr(server_args, "enable_mixed_chunk", False):
+        raise ValueError("quantspec speculation does not mix prefill chunks into decode rounds; remove "
+                         "--enable-mixed-chunk")
     if server_args.speculative_eagle_topk not in (None, 1):
         raise ValueError(f"quantspec drafts one chain: set --speculative-eagle-topk 1 or drop it "
                          f"(got {server_args.speculative_eagle_topk})")
     server_args.speculative_num_steps = gamma
     server_args.speculative_num_draft_tokens = gamma + 1
     server_args.speculative_eagle_topk = 1
-    # The worker runs draft and verify synchronously; SGLang's overlap scheduler would run the next batch's
-    # preparation against a KV state the worker has not finished writing.
-    _declare(server_args, disable_overlap_schedule=True)
+    # The worker supports SGLang's overlap scheduler (sgl_spec/worker.py): on CUDA the user's choice stands (overlap
+    # is SGLang's default). SGLang implements overlapped speculation on CUDA only and switches it off for its own
+    # algorithms on CPU (arg_groups/speculative_hook.py), so do the same.
+    if server_args.device == "cpu":
+        _declare(server_args, disable_overlap_schedule=True)
     return gamma
 
 

@@ -235,5 +235,5 @@ def _register_spec_algorithm() -> None:
         return QuantSpecWorker
 
     SpeculativeAlgorithm.register(
-        ALGO_NAME, supports_overlap=False, spec_class=QuantSpecAlgo, validate_server_args=configure
+        ALGO_NAME, supports_overlap=True, spec_class=QuantSpecAlgo, validate_server_args=configure
     )(worker_factory)

@@ -41,22 +41,35 @@ class QuantSpecDraftStep(SpecInput):
 
 class QuantSpecDraftInput(SpecInput):
     """What the scheduler carries from one step to the next (``batch.spec_info``): the last emitted token of each
-    request, which the next window starts from. Filtered/merged with the batch."""
+    request (``bonus_tokens``), which the next window starts from.
 
-    def __init__(self, last_tokens: torch.Tensor, has_pages: torch.Tensor, draft_token_num: int):
+    Under SGLang's overlap scheduler the next batch is built before this one's results reach the host, so the tokens
+    travel through the scheduler's ``FutureMap`` instead (the same relay EAGLE's draft input uses): the scheduler
+    stashes ``bonus_tokens`` by request slot, sets ``future_indices``, filters/merges only those, and gathers fresh
+    ``bonus_tokens`` right before the next forward. Without overlap the tensors themselves are filtered/merged.
+    The fields SGLang's relay reads and quantspec has no use for (``topk_p``, ``hidden_states``, …) stay None."""
+
+    def __init__(self, bonus_tokens: torch.Tensor, draft_token_num: int):
         super().__init__(SpecInputType.NGRAM_VERIFY)
-        self.last_tokens = last_tokens
-        # Whether a verify has already chosen this request's sparse draft pages (False right after prefill).
-        self.has_pages = has_pages
+        self.bonus_tokens = bonus_tokens
         self.draft_token_num = draft_token_num
         self.num_tokens_per_req = draft_token_num
         self.num_tokens_for_logprob_per_req = draft_token_num
         self.future_indices = None
+        self.future_dsa_topk_indices_available = False
+        self.topk_p = self.topk_index = self.hidden_states = self.draft_probs = self.dsa_topk_indices = None
 
     def filter_batch(self, new_indices: torch.Tensor, new_indices_cpu=None):
-        self.last_tokens = self.last_tokens[new_indices]
-        self.has_pages = self.has_pages[new_indices]
+        if self.future_indices is not None:  # overlap: the tokens are gathered from the FutureMap before the forward
+            self.future_indices = self.future_indices[new_indices]
+            self.bonus_tokens = None
+            return
+        self.bonus_tokens = self.bonus_tokens[new_indices]
 
     def merge_batch(self, other: "QuantSpecDraftInput"):
-        self.last_tokens = torch.cat([self.last_tokens, other.last_tokens])
-        self.has_pages = torch.cat([self.has_pages, other.has_pages])
+        if self.future_indices is not None:
+            assert other.future_indices is not None, "merging an overlap-scheduled batch with a non-overlap one"
+            self.future_indices = torch.cat([self.future_indices, other.future_indices])
+            self.bonus_tokens = None
+            return
+        self.bonus_tokens = torch.cat([self.bonus_tokens, other.bonus_tokens])

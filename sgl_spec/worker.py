@@ -1,4 +1,4 @@
-"""QuantSpec self-speculative worker (SGLang spec-v2 schema, non-overlap scheduling).
+"""QuantSpec self-speculative worker (SGLang spec-v2 schema; overlap and non-overlap scheduling).
 
 One decode step of a batch whose committed length is ``L`` (``batch.seq_lens``; the last emitted token ``t`` is not
 in the KV cache yet):
@@ -19,6 +19,12 @@ run past ``max_new_tokens`` or a stop token, and counts spec metrics (spec_verif
 
 Auto-off (:mod:`sgl_spec.autooff`, ``--quantspec-speculate``): where speculation would lose on a batch, the step is
 one plain INT8 forward instead (accept length 1, same output).
+
+Overlap scheduling (SGLang's default): the scheduler launches step k+1 before it processes step k's results on the
+host. Everything step k+1 needs comes from the device: the committed lengths through ``on_publish`` (the scheduler's
+FutureMap), the last tokens through ``next_draft_input.bonus_tokens`` (relayed by the same FutureMap), and whether a
+request's sparse draft pages were chosen by a verify from a per-slot flag this worker keeps on the device
+(``_verified``), so no step depends on the host having seen the previous one. All forwards run in order on one stream.
 """
 from __future__ import annotations
 
@@ -75,14 +81,13 @@ class QuantSpecWorker(BaseSpecWorker):
             raise ValueError(f"quantspec drafts a chain: speculative_num_draft_tokens must be γ+1={self.gamma + 1}, got {ndt}")
         if (server_args.speculative_eagle_topk or 1) != 1:
             raise ValueError("quantspec drafts a chain: speculative_eagle_topk must be 1")
-        if not server_args.disable_overlap_schedule:
-            raise ValueError("quantspec runs with the non-overlap scheduler (disable_overlap_schedule=True)")
         self.req_to_token_pool = None
         self.token_to_kv_pool_allocator = None
         self._self_draft = _SelfDraft()
         self._pages = None  # the draft page policy (sgl_spec/pagetable.py), built on the first decode
         self._auto = None  # speculate or take a plain step, per batch (sgl_spec/autooff.py), built on the first decode
         self._draft_graphs = None  # sgl_spec/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
+        self._verified = None  # [req slots] bool (device): a verify chose the slot's draft pages since its prefill
         self._timer = phase_timer.from_env(server_args.device)  # SGL_SPEC_TIMING (debugging)
         self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
 
@@ -120,11 +125,25 @@ class QuantSpecWorker(BaseSpecWorker):
     def forward_batch_generation(self, batch, on_publish=None, **_unused) -> GenerationBatchResult:
         if batch.forward_mode.is_decode():
             result = self._decode(batch)
+            # SGLang's WAR fast path waits for the read-done event of the last graph replay (our verify); the page
+            # selection after it still reads req_to_token, so make the scheduler wait for the whole forward stream.
+            if hasattr(self.model_runner, "war_fastpath_read_done_event"):
+                self.model_runner.war_fastpath_read_done_event = None
         else:
             result = self._extend(batch)
-        if on_publish is not None:
+        if on_publish is not None:  # overlap scheduling: the next step's committed lengths, published on the device
             on_publish(result.new_seq_lens)
         return result
+
+    def _slot_flags(self, batch) -> torch.Tensor:
+        if self._verified is None:
+            rows = batch.req_to_token_pool.req_to_token.shape[0]
+            self._verified = torch.zeros(rows, dtype=torch.bool, device=batch.seq_lens.device)
+        return self._verified
+
+    def mark_verified(self, batch, value: bool) -> None:
+        """Whether the requests' next round drafts from pages a verify chose (True) or from recent pages (False)."""
+        self._slot_flags(batch)[batch.req_pool_indices] = value
 
     def _extend(self, batch) -> GenerationBatchResult:
         """Prefill (or idle): the plain target forward samples the first token, which starts the first window."""
@@ -137,20 +156,23 @@ class QuantSpecWorker(BaseSpecWorker):
         last = result.next_token_ids
         if last is None:
             last = torch.zeros(len(batch.reqs), dtype=torch.int64, device=batch.seq_lens.device)
-        has_pages = torch.zeros(last.shape[0], dtype=torch.bool, device=last.device)
-        result.next_draft_input = QuantSpecDraftInput(last.to(torch.int64), has_pages, self.speculative_num_draft_tokens)
+        if len(batch.reqs):
+            self.mark_verified(batch, False)  # a (re)used slot: its first round drafts from recent pages
+        result.next_draft_input = QuantSpecDraftInput(last.to(torch.int64), self.speculative_num_draft_tokens)
         return result
 
-    def _carry(self, batch) -> QuantSpecDraftInput:
+    def _carry(self, batch) -> torch.Tensor:
+        """The last emitted token of each request [bs] (int64): our draft input's ``bonus_tokens``, which the overlap
+        scheduler has just gathered from its FutureMap, or which the non-overlap scheduler filtered/merged."""
         info = batch.spec_info
-        if isinstance(info, QuantSpecDraftInput) and info.last_tokens.shape[0] == len(batch.reqs):
-            return info
-        # Only reached if the scheduler built a decode batch without our carry (never on the normal path).
+        tok = getattr(info, "bonus_tokens", None) if isinstance(info, QuantSpecDraftInput) else None
+        if tok is not None and tok.shape[0] == len(batch.reqs):
+            return tok.to(torch.int64)
+        # Only reached if the scheduler built a decode batch without our carry (never on the normal path); the host
+        # lists are then complete (this reads them, so it is not overlap-safe, and it logs).
         logger.warning("quantspec: decode batch without a draft input; rebuilding last tokens from requests")
         ids = [r.output_ids[-1] if r.output_ids else r.origin_input_ids[-1] for r in batch.reqs]
-        dev = batch.seq_lens.device
-        return QuantSpecDraftInput(torch.tensor(ids, dtype=torch.int64, device=dev),
-                                   torch.zeros(len(ids), dtype=torch.bool, device=dev), self.gamma + 1)
+        return torch.tensor(ids, dtype=torch.int64, device=batch.seq_lens.device)
 
     def _draft_scope(self, batch, window_start: torch.Tensor, has_pages: torch.Tensor):
         """The backend's draft mode for this round (docs/CONTRACTS.md "Backend ⇄ worker"): dense, or sparse with
@@ -170,11 +192,11 @@ class QuantSpecWorker(BaseSpecWorker):
         G, bs = self.gamma, len(batch.reqs)
         seq0, seq0_cpu = batch.seq_lens, batch.seq_lens_cpu
         dev = seq0.device
-        carry = self._carry(batch)
+        last = self._carry(batch)
         step = self._policy().decide(bs, self._kv_tokens(batch))
         if step != autooff.SPEC:  # speculation would lose on this batch: one plain INT8 step (same output)
-            return autooff.plain_step(self, batch, carry, step)
-        last = carry.last_tokens
+            return autooff.plain_step(self, batch, last, step)
+        has_pages = self._slot_flags(batch)[batch.req_pool_indices]
         timer = self._timer
         if timer is not None:
             timer.start(bs)
@@ -193,7 +215,7 @@ class QuantSpecWorker(BaseSpecWorker):
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
         graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
-        with self._draft_scope(batch, seq0, carry.has_pages), graphs:
+        with self._draft_scope(batch, seq0, has_pages), graphs:
             if timer is not None:
                 timer.mark("pages")
             for i in range(G):
@@ -237,6 +259,7 @@ class QuantSpecWorker(BaseSpecWorker):
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
         if self._pages is not None:  # page scores are per batch row: turn them into per-slot pages right away
             self._pages.after_verify(batch.req_pool_indices, seq0, new_seq_lens)
+        self.mark_verified(batch, True)
         rows = torch.arange(bs, device=dev)
         next_tokens = tokens[rows, accept_lens - 1]
 
@@ -253,7 +276,7 @@ class QuantSpecWorker(BaseSpecWorker):
             can_run_cuda_graph=out.can_run_cuda_graph,
             accept_lens=accept_lens.to(torch.int32),
             new_seq_lens=new_seq_lens,
-            next_draft_input=QuantSpecDraftInput(next_tokens, torch.ones_like(carry.has_pages), G + 1),
+            next_draft_input=QuantSpecDraftInput(next_tokens, G + 1),
             speculative_num_draft_tokens=G + 1,
         )
 

@@ -57,7 +57,7 @@ def test_plain_steps_equal_the_autoregressive_target(kind, graph_bs):
     for r in results:
         assert (r.accept_lens == 1).all() and r.speculative_num_draft_tokens == w
         assert r.next_token_ids.shape == (len(PROMPTS) * w,)
-        assert not r.next_draft_input.has_pages.any()  # no verify chose pages: the next round drafts recent ones
+        assert not r.slot_verified.any()  # no verify chose pages: the next round drafts recent ones
     mode = ForwardMode.TARGET_VERIFY if kind == VERIFY else ForwardMode.DECODE
     assert [(m, d) for m, d, _ in target.log[1:]] == [(mode, False)] * 7  # one non-draft forward per step
     assert target.model_runner.attn_backend.entries == 0  # never entered draft mode
@@ -72,7 +72,7 @@ def test_switching_between_rounds_and_plain_steps_is_lossless():
     for prompt, out in zip(PROMPTS, outs):
         assert out == reference_greedy(lm, prompt, len(out))
     for kind, r in zip(policy.kinds, results):
-        assert r.next_draft_input.has_pages.all() == (kind == SPEC)
+        assert r.slot_verified.all() == (kind == SPEC)
         if kind != SPEC:
             assert (r.accept_lens == 1).all()
     assert any((r.accept_lens > 1).any() for r in results)

@@ -16,7 +16,10 @@ Run on the GPU machine with the gpu-kit installed and sgl-spec pip-installed:
   run's top-2 logprobs. With ``--enable-deterministic-inference`` (SGLang's batch-invariant GEMMs; quantspec then
   fixes its verify split size and prefill key layout, backend.py ``batch_invariant``) it must be exact, in both modes;
 * metrics: accept length in meta_info;
-* auto-off: the plain steps (verify-shaped, in the CUDA graph) and the default auto mode give the INT8 mode's output.
+* auto-off: the plain steps (verify-shaped, in the CUDA graph) and the default auto mode give the INT8 mode's output;
+* scheduling: the speculative servers above run SGLang's overlap scheduler (its default on CUDA), so every check of
+  them is also a check of the overlap relay (lengths and last tokens through SGLang's FutureMap, requests joining and
+  leaving between steps); the non-overlap scheduler (``--disable-overlap-schedule``) must give the same output.
 """
 import os
 import sys
@@ -80,6 +83,7 @@ def _serve(prompts, args, env=None, flush_each=False, logprobs=False, extra=None
         wall = time.perf_counter() - t0
         out = {"serial": serial, "wall_s": wall, "extra": extra(srv) if extra else None}
         out["concurrent"] = _concurrent(srv, prompts)
+        out["overlap"] = not srv.server_info().get("disable_overlap_schedule", True)
         out["log"] = srv.log_path.read_text(errors="replace")
         return out
 
@@ -207,6 +211,24 @@ def test_deterministic_inference_is_batch_invariant(prompts, det_int8, det_spec)
     print(f"[gpu] deterministic spec == int8 for {len(names) - len(lossless)}/{len(names)} prompts: {lossless}")
     assert REPLAYED in det_spec["log"]
     assert not bad["spec"] and not bad["int8"] and not lossless
+
+
+@pytest.fixture(scope="module")
+def det_spec_sync(prompts):
+    return _serve(prompts, SPEC_ARGS + DETERMINISTIC + ["--disable-overlap-schedule"])
+
+
+def test_overlap_and_non_overlap_schedulers_agree(prompts, det_spec, det_spec_sync, spec):
+    """Deterministic inference: the overlap server (default) and the non-overlap one give identical serial and
+    concurrent outputs; the non-deterministic spec server runs with overlap too."""
+    assert spec["overlap"] and det_spec["overlap"] and not det_spec_sync["overlap"]
+    names = [n for n, _ in prompts]
+    serial = _first_diffs(_ids(det_spec["serial"]), _ids(det_spec_sync["serial"]), names)
+    conc = _first_diffs(det_spec["concurrent"], det_spec_sync["concurrent"], [names[i] for i in CONCURRENT])
+    print(f"[gpu] overlap vs non-overlap scheduler (deterministic): serial {len(names) - len(serial)}/{len(names)}, "
+          f"16 concurrent {len(CONCURRENT) - len(conc)}/{len(CONCURRENT)} identical; serial wall "
+          f"{det_spec['wall_s']:.2f} s vs {det_spec_sync['wall_s']:.2f} s")
+    assert not serial and not conc
 
 
 @pytest.mark.parametrize("args", [PLAIN_ARGS, AUTO_ARGS], ids=["never", "auto"])
