@@ -231,6 +231,7 @@ def routed(runner: Optional[DraftGraphRunner], model_runner):
         yield
     finally:
         model_runner.decode_cuda_graph_runner = saved_runner
-        # The verify and the acceptance still follow: the scheduler must wait for the whole stream, not for the
-        # read-done event a draft replay published.
+        # The verify and the acceptance still follow (the page selection after the verify reads req_to_token): the
+        # scheduler must wait for the whole stream, not for the read-done event a draft replay published. SGLang's
+        # TARGET_VERIFY replay publishes none, so this is the one place that keeps the scheduler's WAR barrier whole.
         model_runner.war_fastpath_read_done_event = saved_event

@@ -125,10 +125,6 @@ class QuantSpecWorker(BaseSpecWorker):
     def forward_batch_generation(self, batch, on_publish=None, **_unused) -> GenerationBatchResult:
         if batch.forward_mode.is_decode():
             result = self._decode(batch)
-            # SGLang's WAR fast path waits for the read-done event of the last graph replay (our verify); the page
-            # selection after it still reads req_to_token, so make the scheduler wait for the whole forward stream.
-            if hasattr(self.model_runner, "war_fastpath_read_done_event"):
-                self.model_runner.war_fastpath_read_done_event = None
         else:
             result = self._extend(batch)
         if on_publish is not None:  # overlap scheduling: the next step's committed lengths, published on the device
