@@ -144,8 +144,9 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
 
 def verify_variant(var):
     """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
-    'nr=168/pps=3/pp=2/nw=8/qa=1' style overrides of the new kernel's register cap / programs per SM at 4 warps
-    (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension."""
+    'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
+    warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
+    per request / batch-following splits (batch_invariant=False)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -165,6 +166,10 @@ def verify_variant(var):
             kw["num_warps"] = int(part[3:])
         elif part.startswith("qa="):
             kw["rows_as_m"] = int(part[3:])
+        elif part.startswith("ns="):
+            kw["num_splits"] = int(part[3:])
+        elif part == "bf":  # batch-following splits (the server's default; batch_invariant=False)
+            kw["batch_invariant"] = False
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -218,7 +223,7 @@ def check_verify(log, variants=("",)):
     for var in variants:
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
-                  if k in ("pages_per_iter", "num_warps", "rows_as_m")}
+                  if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:

@@ -10,9 +10,15 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks (1 for γ ≤ 7 and G ≤ 8) sit next to each other on grid axis 0, so they
   read a page through L2 once.
 * split 0 reads the ring (full precision, ≤ 2 pages, one page per iteration, rows as the MMA M dimension); split
-  ``s ≥ 1`` reads logical pages ``[(s-1)C, sC)`` through the INT8 view. The partition ``C`` depends on Hkv, MAXP and
-  the SM count only (never NQ, B or q_start), so the page sequence a row sees is the same in every call that contains
-  it (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
+  ``s ≥ 1`` reads logical pages ``[(s-1)C_b, sC_b)`` through the INT8 view, ``C_b = max(C, cdiv(q_start // P + 1,
+  NS))`` for ``NS`` page splits (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
+  ``batch_invariant=True`` (``--enable-deterministic-inference``): ``C`` from Hkv, MAXP and the SM count only and
+  ``NS = cdiv(MAXP, C)``, so ``C_b = C``: the page sequence a row sees is the same in every call that contains it.
+  ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs) and ``C`` the
+  smallest split, so each request's own pages are cut into ``NS`` near-equal splits: at B=64 a row no longer reads
+  its pages in ~60 splits of 4 (a partial and a prologue every 4 pages, ~30 waves) but in a few long ones. ``C_b``
+  follows B and the window's first page, so a row's result may then differ in fp32 rounding between batches, or
+  between a verify window and a one-row decode at its position (the output stays the same attention).
 * INT8 pages (the draft kernel's layout, kernels/draft_decode.py): the page's P tokens are the MMA's M dimension,
   ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
   both planes -> one fp16 FMA per pair, kernels/int8_words.py), so Q^T is one constant operand for every page; and
@@ -71,6 +77,10 @@ PAGES_PER_ITER = 1
 # 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
 ROWS_AS_M = 0
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
+# batch_invariant=False: page splits per request follow B (splits_for_batch); a split count that needs more waves must
+# be this much cheaper (fewer, longer splits amortize a program's prologue and partial: Llama-3-8B 128k x 1 takes
+# 155 us in one wave of 32 splits, 188 us in four waves of 132)
+SPLIT_SLACK_BATCH = 0.1
 
 
 @functools.lru_cache(maxsize=None)
@@ -103,6 +113,27 @@ def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, p
     return max(1, triton.cdiv(max_pages, best), MIN_TOKENS_PER_SPLIT // page_size)
 
 
+def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None) -> int:
+    """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
+    B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
+    the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
+    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log): pycode-30m 15k x 64, γ+1 = 7: 2-8 splits
+    240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes 319 us; Llama-3-8B 128k x 1: 32 splits
+    (one wave) 155 us where 4 waves of splits take 188 us."""
+    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    slots = max(1, pps * _num_sms(torch.device(device)))
+    bh = max(1, programs_per_split)
+    best, best_cost = 1, float(triton.cdiv(2 * bh, slots))
+    for waves in range(1, MAX_WAVES + 1):
+        n = min(waves * slots // bh - 1, max_splits)
+        if n < 1:
+            continue
+        cost = triton.cdiv(bh * (n + 1), slots) / n
+        if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
+            best, best_cost = n, cost
+    return max(1, min(best, max_splits))
+
+
 def block_rows(group: int) -> int:
     """Rows per program: 8 window positions of G heads, padded to a tl.dot tile, >= 2G (both score rows)."""
     return max(min(64, max(16, triton.next_power_of_2(8 * group))), triton.next_power_of_2(2 * group))
@@ -121,7 +152,7 @@ def _online_step(s, m, l):
 @triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
     Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, RAW,
-    qk_scale, NQ, HQ, S1, C, RB, ra, rb, n_front, lo_r, hi_r,
+    qk_scale, NQ, HQ, S1, C, NS, RB, ra, rb, n_front, lo_r, hi_r,
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -136,7 +167,8 @@ def _verify_attention_kernel(
     rblk = pid_hr % RB
     q_start = tl.load(QSTART + b)
     n_req = (q_start + NQ - 1) // P  # INT8 pages the window needs; also the window's last logical page
-    j0 = (split - 1) * C
+    Cb = tl.maximum(C, (q_start // P + NS) // NS)  # C_b: NS splits cover q_start // P + 1 >= n_req pages (NQ <= P)
+    j0 = (split - 1) * Cb
     if (split == 0) | (j0 < n_req):
         # ---- rows: slot order (ra, rb, the others ascending) keeps both score rows in row block 0 --------------
         r = rblk * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -210,7 +242,7 @@ def _verify_attention_kernel(
                 qt_hi = tl.load(q_row[None, :] + dh[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
             offs_w = tl.arange(0, BLOCK_DH // 4)
             w_ok = offs_w < DH // 4
-            j1 = tl.minimum(j0 + C, n_req)
+            j1 = tl.minimum(j0 + Cb, n_req)
             n_scored = q_start // P  # pages j < q_start // P get a score (every row sees all of them)
             score_lim = tl.where(rblk == 0, n_scored, 0)
             raw_row = RAW + b * sr_b + h64 * sr_h + r  # [BLOCK_M]: raw maxima [B, Hkv, MAXP, 2G], rows r < 2G
@@ -311,10 +343,11 @@ def _verify_attention_kernel(
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, score_kind="max", maxnreg=None, pages_per_iter=None, num_warps=None,
-                     rows_as_m=None):
-    """See docs/CONTRACTS.md. ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m`` (keywords, optional)
-    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M (dev timing of variants)."""
+                     out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
+                     num_warps=None, rows_as_m=None, num_splits=None):
+    """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
+    docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
+    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -358,10 +391,18 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))
-    C = pages_per_split(Hkv, MAXP, P, q.device, max(1, PROGRAMS_PER_SM * 4 // nw))
-    S1 = 1 + triton.cdiv(MAXP, C)  # split 0 = ring, then page splits
     BLOCK_M = max(64, block_rows(G)) if qa else block_rows(G)  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
+    pps = max(1, PROGRAMS_PER_SM * 4 // nw)
+    c_min = max(1, MIN_TOKENS_PER_SPLIT // P)
+    if num_splits is not None:
+        C, NS = c_min, max(1, int(num_splits))
+    elif batch_invariant:
+        C = pages_per_split(Hkv, MAXP, P, q.device, pps)
+        NS = triton.cdiv(MAXP, C)  # then C_b = C for every q_start < MAXP * P
+    else:
+        C, NS = c_min, splits_for_batch(B * Hkv * RB, triton.cdiv(MAXP, c_min), q.device, pps)
+    S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
     pl = torch.empty_like(pm)
@@ -376,7 +417,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
         VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
         HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
-        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, RB=RB, ra=ra, rb=rb,
+        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
         n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
         sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
         s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
@@ -393,7 +434,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     block_sj = min(SCORE_BLOCK, triton.next_power_of_2(Hkv * MAXP))
     n_sc = triton.cdiv(triton.cdiv(Hkv * MAXP, block_sj), NQ) if raw_on else 0  # score tiles over (pid0, pid1)
     _verify_merge_kernel[(n_hb + n_sc, NQ, B)](
-        PM=pm, PL=pl, PACC=pacc, QSTART=q_start, OUT=out, RAW=raw, SCORES=sc, NQ=NQ, HQ=Hq, S1=S1, C=C,
+        PM=pm, PL=pl, PACC=pacc, QSTART=q_start, OUT=out, RAW=raw, SCORES=sc, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS,
         so_b=out.stride(0), so_n=out.stride(1), so_h=out.stride(2),
         n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),

@@ -37,7 +37,7 @@ def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, 
 
 @triton.jit(do_not_specialize=["NQ", "n_front"])
 def _verify_merge_kernel(
-    PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, so_b, so_n, so_h,
+    PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, NS, so_b, so_n, so_h,
     n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
     P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
     G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr, SCORE_LSE: tl.constexpr,
@@ -51,17 +51,19 @@ def _verify_merge_kernel(
         _score_tile(RAW, SCORES, (pid0 - N_HB) * NQ + tl.program_id(1), b, tl.load(QSTART + b), n_front, sm_scale,
                     HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j, G, P, BLOCK_SJ, SCORE_LSE)
     else:
-        _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, so_b, so_n, so_h, P, D, BLOCK_D, BLOCK_H, BLOCK_S)
+        _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, NS, so_b, so_n, so_h, P, D, BLOCK_D, BLOCK_H,
+                    BLOCK_S)
 
 
 @triton.jit
-def _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, so_b, so_n, so_h,
+def _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, NS, so_b, so_n, so_h,
                 P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr):
     hh = pid0 * BLOCK_H + tl.arange(0, BLOCK_H)
     i = tl.program_id(1).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
     q_start = tl.load(QSTART + b)
-    n_used = 1 + (((q_start + NQ - 1) // P) + C - 1) // C  # hot split + page splits that stage 1 wrote
+    Cb = tl.maximum(C, (q_start // P + NS) // NS)  # stage 1's C_b
+    n_used = 1 + (((q_start + NQ - 1) // P) + Cb - 1) // Cb  # hot split + page splits that stage 1 wrote
     h_ok = hh < HQ
     row = ((b * NQ + i) * HQ + hh.to(tl.int64)) * S1  # [BLOCK_H]
     so = tl.arange(0, BLOCK_S)

@@ -42,8 +42,8 @@ class _Tokens:
     """Where this forward's new tokens go in the ring, and which pages they complete."""
 
     w_row: torch.Tensor  # [T] int64 flat ring row (slot * R + (pos // P) % R) * P + pos % P; slot 0 = trash
-    q_rows: torch.Tensor  # [n] int64: first row of each completed page in the quantize source
-    q_pages: torch.Tensor  # [n] int32: its physical page id
+    q_rows: Optional[torch.Tensor]  # [n] int64: first row of each completed page in the quantize source (None: drafts)
+    q_pages: Optional[torch.Tensor]  # [n] int32: its physical page id
 
 
 @dataclass
@@ -51,7 +51,7 @@ class _Decode:  # DECODE and TARGET_VERIFY: device tensors, static shapes
     tokens: _Tokens
     slots: torch.Tensor  # [B] int32 req_pool_idx
     q_start: torch.Tensor  # [B] int32 position of each request's first query row
-    page_table: torch.Tensor  # [B, MAXP] int32
+    page_table: Optional[torch.Tensor]  # [B, MAXP] int32 (None in sparse drafts)
     nq: int
     # draft forwards only (None otherwise): the hot range and the dense page count, the same for every layer
     hot_start: Optional[torch.Tensor] = None  # [B] int32 first ring position the draft reads
@@ -114,8 +114,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.verify_q: Optional[torch.Tensor] = None
         self.verify_scale: dict = {}
         # --enable-deterministic-inference: SGLang makes its GEMMs batch-invariant; ours must not depend on the batch
-        # either. verify_attention's split geometry depends only on the page-table width (never on B or NQ); the
-        # prefill's key layout follows the chunking (which depends on what else is scheduled), so it gets a fixed one.
+        # either: verify_attention's split geometry then depends only on the page-table width (never on B or NQ; by
+        # default it follows B, so a large batch reads each request's pages in a few long splits); the prefill's key
+        # layout follows the chunking (which depends on what else is scheduled), so it gets a fixed one.
         sa = getattr(model_runner, "server_args", None)
         self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
 
@@ -188,19 +189,25 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         nq = fb.positions.shape[0] // max(B, 1)
         pos = fb.positions.long().view(B, nq)
         slots = fb.req_pool_indices.long()
-        page_table = self.page_table(slots)
         q_start = pos[:, 0]
-        # The window q_start … q_start+nq-1 (nq <= P) completes at most page q_start//P.
-        j = torch.div(q_start, P, rounding_mode="floor")
-        completes = (j + 1) * P <= q_start + nq
+        w_row = _ring_rows(slots.repeat_interleave(nq), pos.view(-1), P)
         if self._draft is not None:
-            completes = torch.zeros_like(completes)  # drafts never quantize: verify rewrites these positions
-        phys = page_table.gather(1, j.clamp(max=page_table.shape[1] - 1).view(B, 1)).view(B)
-        tok = _Tokens(
-            w_row=_ring_rows(slots.repeat_interleave(nq), pos.view(-1), P),
-            q_rows=(slots * R + torch.remainder(j, R)) * P,
-            q_pages=torch.where(completes, phys, torch.zeros_like(phys)).to(torch.int32),
-        )
+            # Drafts never quantize (the verify rewrites these positions) and a sparse draft reads its own page
+            # lists: no page table, no completed pages. Every kernel skipped here runs γ times a round, inside a
+            # pass that is launch-bound on small models.
+            page_table = self.page_table(slots) if self._draft.page_ids is None else None
+            tok = _Tokens(w_row=w_row, q_rows=None, q_pages=None)
+        else:
+            page_table = self.page_table(slots)
+            # The window q_start … q_start+nq-1 (nq <= P) completes at most page q_start//P.
+            j = torch.div(q_start, P, rounding_mode="floor")
+            completes = (j + 1) * P <= q_start + nq
+            phys = page_table.gather(1, j.clamp(max=page_table.shape[1] - 1).view(B, 1)).view(B)
+            tok = _Tokens(
+                w_row=w_row,
+                q_rows=(slots * R + torch.remainder(j, R)) * P,
+                q_pages=torch.where(completes, phys, torch.zeros_like(phys)).to(torch.int32),
+            )
         md = _Decode(tok, slots.to(torch.int32), q_start.to(torch.int32), page_table, nq)
         if self._draft is not None:  # once a forward, not once a layer (a draft pass is launch-bound on small models)
             first_page = torch.div(self._draft.window_start, P, rounding_mode="floor")
@@ -326,7 +333,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             else:
                 scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
-                                   scores=scores, score_kind=self.cfg.page_score)
+                                   scores=scores, score_kind=self.cfg.page_score, batch_invariant=self.batch_invariant)
         return out.view(q.shape[0], -1)
 
     def _keep_verify_q(self, li: int, q4, scaling: float):

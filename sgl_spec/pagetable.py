@@ -189,7 +189,8 @@ class TopkLastPages(TopkPages):
             # The ring still holds the verify's K/V and the pages it completed are quantized: this row attends (and
             # scores pages < pos // P) exactly as it did inside the verify.
             ops.verify_attention(q, pool.page_store(lid), table, pos, hot_k, hot_v, slots, be.verify_scale[li],
-                                 scores=scores[li], score_kind=getattr(be.cfg, "page_score", "max"))
+                                 scores=scores[li], score_kind=getattr(be.cfg, "page_score", "max"),
+                                 batch_invariant=getattr(be, "batch_invariant", True))
         return scores
 
 

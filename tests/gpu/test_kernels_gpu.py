@@ -154,6 +154,13 @@ def test_verify_attention(B, ctx, P, nq):
     out2 = torch.full_like(q, float("nan"))
     tri(*args, out=out2)  # scores off: the same attention
     _close(out2, want)
+    # the server's default partition (batch_invariant=False: splits follow B), scores on
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    out4 = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out4, batch_invariant=False)
+    _close(out4, want)
+    for b, s0 in enumerate((q_start // P).tolist()):
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
     # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
     sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     sc_ref = sc.clone()

@@ -10,6 +10,7 @@ Tolerances (outputs |o| <= ~2.5, scores |s| <= ~30):
 * scores: a logit moves by ~1e-3 (fp16 q·s), a score sums G of them: atol 1e-2, rtol 1e-3.
 A wrong page, token, mask or merge moves outputs by O(0.1-1).
 """
+import functools
 import math
 
 import pytest
@@ -178,6 +179,39 @@ def test_verify_attention(monkeypatch, B, NQ, Hq, Hkv, D, P, dtype, q_start, sco
     # scores off: same out, bit for bit (the flag only removes the score epilogue)
     out_off, _ = run(va.verify_attention, case, sm_scale, False, score_rows)
     assert torch.equal(out_off, out)
+
+
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 3])
+@pytest.mark.parametrize("case_i", [3, 6, 11, 12])
+def test_batch_following_splits(monkeypatch, case_i, num_splits):
+    """batch_invariant=False (the server's default): each request's pages cut into NS splits of C_b = max(C,
+    cdiv(q_start // P + 1, NS)) pages (NS from B, or forced: one split holding every page, splits of unequal
+    length, splits past a short request's last page) - against the reference, scores included, and stage 2 reads
+    exactly the splits stage 1 wrote (NaN-poisoned outputs)."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
+    if num_splits is None:
+        monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)  # C = 1: the rule's NS decides the partition alone
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
+    sm_scale = 1.0 / math.sqrt(D)
+    ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
+    fn = functools.partial(va.verify_attention, batch_invariant=False, num_splits=num_splits)
+    out, sc = run(fn, case, sm_scale, True, score_rows)
+    torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
+    check_scores_written(sc, case[3], P)
+    torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
+
+
+def test_splits_for_batch_rule(monkeypatch):
+    """NS follows B (whole waves of B * Hkv * RB * (NS + 1) programs on 2 * 132 slots), never more than the pages
+    allow; the cases measured on the H200 (bench/results/dev_kernels_splits.log)."""
+    monkeypatch.setattr(va, "_num_sms", lambda device: 132)
+    assert va.PROGRAMS_PER_SM == 2
+    assert va.splits_for_batch(64 * 2, 1000, "cpu") == 7  # pycode-30m, B = 64: 4 waves of 128 x 8 programs
+    assert va.splits_for_batch(32 * 2, 1000, "cpu") == 7  # B = 32
+    assert va.splits_for_batch(128 * 2, 1000, "cpu") == 3  # B = 128
+    assert va.splits_for_batch(1 * 8, 1000, "cpu") == 32  # Llama-3-8B, B = 1: one wave
+    assert va.splits_for_batch(1 * 2, 65, "cpu") == 65  # B = 1, a short page table: capped by MAXP / C
+    assert va.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
 
 
 def _variant_case(monkeypatch, pp, qa, case_i):
