@@ -241,9 +241,10 @@ def main(argv=None):
     parts += e2e_tables(e2e) if e2e else ["<!-- e2e.json: not measured yet -->", ""]
     default = load("e2e_default.json")
     if default:
+        sync = any(r.get("mode") == "spec-sync" for r in default.get("rows", []))
         parts += e2e_tables(default, title="Default server (`--spec-algo quantspec` alone: top-k-head pages, γ=6, "
-                                             "SGLang's overlap scheduler; spec-sync = the same with "
-                                             "`--disable-overlap-schedule`)")
+                                             "SGLang's overlap scheduler" + ("; spec-sync = the same with "
+                                             "`--disable-overlap-schedule`" if sync else "") + ")")
     acc = [(n, d) for n in ACCEPTANCE_FILES if (d := load(n))]
     names = {m.get("model_path"): m.get("model") for m in (e2e or {}).get("runs", []) if m.get("model_path")}
     parts += acceptance_table(acc, names=names) if acc else ["<!-- acceptance: not measured yet -->", ""]

@@ -79,7 +79,7 @@ ROWS_AS_M = 0
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 # batch_invariant=False: page splits per request follow B (splits_for_batch); a split count that needs more waves must
 # be this much cheaper (fewer, longer splits amortize a program's prologue and partial: Llama-3-8B 128k x 1 takes
-# 155 us in one wave of 32 splits, 188 us in four waves of 132)
+# 155 us in one wave of 33 splits, 188 us in four waves of 132)
 SPLIT_SLACK_BATCH = 0.1
 
 
@@ -117,9 +117,9 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
     """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
     B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
     the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
-    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log): pycode-30m 15k x 64, γ+1 = 7: 2-8 splits
-    240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes 319 us; Llama-3-8B 128k x 1: 32 splits
-    (one wave) 155 us where 4 waves of splits take 188 us."""
+    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
+    γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
+    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us."""
     pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)
