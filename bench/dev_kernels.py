@@ -149,6 +149,7 @@ def verify_variant(var):
     per request / batch-following splits (batch_invariant=False)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
+    from sgl_spec.kernels import verify_splits as vsp
 
     if var == "v0":
         return v0.verify_attention, True, {}
@@ -174,11 +175,11 @@ def verify_variant(var):
         return va.verify_attention, scores, kw
 
     def fn(*a, **k):  # dev only: the split heuristic reads the module knob at launch
-        saved, va.PROGRAMS_PER_SM = va.PROGRAMS_PER_SM, pps
+        saved, vsp.PROGRAMS_PER_SM = vsp.PROGRAMS_PER_SM, pps
         try:
             return va.verify_attention(*a, **k)
         finally:
-            va.PROGRAMS_PER_SM = saved
+            vsp.PROGRAMS_PER_SM = saved
     return fn, scores, kw
 
 

@@ -14,10 +14,10 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   NS))`` for ``NS`` page splits (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
   ``batch_invariant=True`` (``--enable-deterministic-inference``): ``C`` from Hkv, MAXP and the SM count only and
   ``NS = cdiv(MAXP, C)``, so ``C_b = C``: the page sequence a row sees is the same in every call that contains it.
-  ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs) and ``C`` the
-  smallest split, so each request's own pages are cut into ``NS`` near-equal splits: at B=64 a row no longer reads
-  its pages in ~60 splits of 4 (a partial and a prologue every 4 pages, ~30 waves) but in a few long ones. ``C_b``
-  follows B and the window's first page, so a row's result may then differ in fp32 rounding between batches, or
+  ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs;
+  kernels/verify_splits.py) and ``C`` the smallest split, so each request's own pages are cut into ``NS`` near-equal
+  splits: at B=64 a row no longer reads its pages in ~60 splits of 4 (a partial and a prologue every 4 pages, ~30
+  waves) but in a few long ones. ``C_b`` follows B and the window's first page, so a row's result may then differ in fp32 rounding between batches, or
   between a verify window and a one-row decode at its position (the output stays the same attention).
 * INT8 pages (the draft kernel's layout, kernels/draft_decode.py): the page's P tokens are the MMA's M dimension,
   ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
@@ -43,33 +43,24 @@ partition; the others are never read); the extra programs reduce the raw score m
 """
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels import verify_splits as splits
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
 
 RING = 2
 LOG2E = 1.4426950408889634
-# Split heuristic (GPU tuning knobs): PROGRAMS_PER_SM page programs fit an SM (registers); among split counts that
-# exactly fill 1..MAX_WAVES waves of Hkv * splits programs, the cheapest (waves / splits) wins, but a split keeps at
-# least MIN_TOKENS_PER_SPLIT tokens so that writing and merging its (NQ*G x D fp32) partial stays small next to the
-# K/V bytes it reads. B does not enter (a row's result must not depend on its batch), so B > 1 runs B x as many.
-PROGRAMS_PER_SM = 2  # at 4 warps: 255 registers a thread (ptxas, sm_90; capped at 168 it spills ~250 B a thread);
-# a launch with more warps gets proportionally fewer programs an SM (same register file)
-MAX_WAVES = 4
-SPLIT_SLACK = 0.02
-MIN_TOKENS_PER_SPLIT = 256
-CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is exercised
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
 # Stage-1 GPU launch: 4 warps (one wgmma warpgroup: M = 64 tokens), register prefetch (num_stages=1); MAXNREG caps
-# the registers (None: ptxas's choice, no spills) and must agree with PROGRAMS_PER_SM. PAGES_PER_ITER: 1 or 2.
+# the registers (None: ptxas's choice, no spills) and must agree with verify_splits.PROGRAMS_PER_SM.
+# PAGES_PER_ITER: 1 or 2.
 NUM_WARPS = 4
 MAXNREG = None
 PAGES_PER_ITER = 1
@@ -77,61 +68,10 @@ PAGES_PER_ITER = 1
 # 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
 ROWS_AS_M = 0
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
-# batch_invariant=False: page splits per request follow B (splits_for_batch); a split count that needs more waves must
-# be this much cheaper (fewer, longer splits amortize a program's prologue and partial: Llama-3-8B 128k x 1 takes
-# 155 us in one wave of 33 splits, 188 us in four waves of 132)
-SPLIT_SLACK_BATCH = 0.1
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return CPU_NUM_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, programs_per_sm=None) -> int:
-    """Pages per split ``C`` from Hkv, MAXP and the SM count only (and the launch's programs an SM, PROGRAMS_PER_SM
-    at 4 warps): with S = programs_per_sm * SMs program slots and
-    Hkv * n page programs, time goes as waves / n; take the n that fills whole waves best (B=1, Hkv=8, 132 SMs:
-    49 splits, one wave)."""
-    if max_pages <= 0:
-        return 1
-    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
-    slots = max(1, pps * _num_sms(torch.device(device)))
-    cap = max(1, max_pages)
-    best, best_cost = 1, float(triton.cdiv(num_kv_heads, slots))
-    for waves in range(1, MAX_WAVES + 1):
-        n = min(waves * slots // max(1, num_kv_heads), cap)
-        cost = triton.cdiv(num_kv_heads * n, slots) / n if n >= 1 else float("inf")
-        if cost < best_cost * (1 - SPLIT_SLACK):
-            best, best_cost = n, cost
-    return max(1, triton.cdiv(max_pages, best), MIN_TOKENS_PER_SPLIT // page_size)
-
-
-def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None) -> int:
-    """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
-    B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
-    the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
-    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
-    γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
-    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us."""
-    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
-    slots = max(1, pps * _num_sms(torch.device(device)))
-    bh = max(1, programs_per_split)
-    best, best_cost = 1, float(triton.cdiv(2 * bh, slots))
-    for waves in range(1, MAX_WAVES + 1):
-        n = min(waves * slots // bh - 1, max_splits)
-        if n < 1:
-            continue
-        cost = triton.cdiv(bh * (n + 1), slots) / n
-        if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
-            best, best_cost = n, cost
-    return max(1, min(best, max_splits))
 
 
 def block_rows(group: int) -> int:
@@ -393,15 +333,15 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
                    for t in (store.k_scale, store.k_zero))
     BLOCK_M = max(64, block_rows(G)) if qa else block_rows(G)  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
-    pps = max(1, PROGRAMS_PER_SM * 4 // nw)
-    c_min = max(1, MIN_TOKENS_PER_SPLIT // P)
+    pps = max(1, splits.PROGRAMS_PER_SM * 4 // nw)
+    c_min = max(1, splits.MIN_TOKENS_PER_SPLIT // P)
     if num_splits is not None:
         C, NS = c_min, max(1, int(num_splits))
     elif batch_invariant:
-        C = pages_per_split(Hkv, MAXP, P, q.device, pps)
+        C = splits.pages_per_split(Hkv, MAXP, P, q.device, pps)
         NS = triton.cdiv(MAXP, C)  # then C_b = C for every q_start < MAXP * P
     else:
-        C, NS = c_min, splits_for_batch(B * Hkv * RB, triton.cdiv(MAXP, c_min), q.device, pps)
+        C, NS = c_min, splits.splits_for_batch(B * Hkv * RB, triton.cdiv(MAXP, c_min), q.device, pps)
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)

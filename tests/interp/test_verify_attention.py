@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from sgl_spec.kernels import verify_attention as va
+from sgl_spec.kernels import verify_splits as vsp
 from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
 from sgl_spec.kernels.verify_attention_ref import verify_attention as verify_ref
 from sgl_spec.kvformat import KVFormat
@@ -152,8 +153,8 @@ def few_and_many_splits(monkeypatch):
     """Yield the launcher's default partition, then splits of one or two pages (so the stage-2 merge sees several
     partials at these tiny shapes)."""
     yield "default"
-    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
-    monkeypatch.setattr(va, "PROGRAMS_PER_SM", 8)
+    monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)
+    monkeypatch.setattr(vsp, "PROGRAMS_PER_SM", 8)
     yield "many"
 
 
@@ -190,7 +191,7 @@ def test_batch_following_splits(monkeypatch, case_i, num_splits):
     exactly the splits stage 1 wrote (NaN-poisoned outputs)."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
     if num_splits is None:
-        monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)  # C = 1: the rule's NS decides the partition alone
+        monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)  # C = 1: the rule's NS decides the partition alone
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
     sm_scale = 1.0 / math.sqrt(D)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
@@ -204,14 +205,14 @@ def test_batch_following_splits(monkeypatch, case_i, num_splits):
 def test_splits_for_batch_rule(monkeypatch):
     """NS follows B (whole waves of B * Hkv * RB * (NS + 1) programs on 2 * 132 slots), never more than the pages
     allow; the cases measured on the H200 (bench/results/dev_kernels_splits.log)."""
-    monkeypatch.setattr(va, "_num_sms", lambda device: 132)
-    assert va.PROGRAMS_PER_SM == 2
-    assert va.splits_for_batch(64 * 2, 1000, "cpu") == 7  # pycode-30m, B = 64: 4 waves of 128 x 8 programs
-    assert va.splits_for_batch(32 * 2, 1000, "cpu") == 7  # B = 32
-    assert va.splits_for_batch(128 * 2, 1000, "cpu") == 3  # B = 128
-    assert va.splits_for_batch(1 * 8, 1000, "cpu") == 32  # Llama-3-8B, B = 1: one wave
-    assert va.splits_for_batch(1 * 2, 65, "cpu") == 65  # B = 1, a short page table: capped by MAXP / C
-    assert va.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
+    monkeypatch.setattr(vsp, "_num_sms", lambda device: 132)
+    assert vsp.PROGRAMS_PER_SM == 2
+    assert vsp.splits_for_batch(64 * 2, 1000, "cpu") == 7  # pycode-30m, B = 64: 4 waves of 128 x 8 programs
+    assert vsp.splits_for_batch(32 * 2, 1000, "cpu") == 7  # B = 32
+    assert vsp.splits_for_batch(128 * 2, 1000, "cpu") == 3  # B = 128
+    assert vsp.splits_for_batch(1 * 8, 1000, "cpu") == 32  # Llama-3-8B, B = 1: one wave
+    assert vsp.splits_for_batch(1 * 2, 65, "cpu") == 65  # B = 1, a short page table: capped by MAXP / C
+    assert vsp.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
 
 
 def _variant_case(monkeypatch, pp, qa, case_i):
@@ -219,7 +220,7 @@ def _variant_case(monkeypatch, pp, qa, case_i):
     B, NQ, Hq, Hkv, D, P, dtype, q_start, _ = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
     monkeypatch.setattr(va, "ROWS_AS_M", qa)
-    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
+    monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)
     return make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ), 1.0 / math.sqrt(D)
 
 
@@ -241,8 +242,8 @@ def test_verify_variants(monkeypatch, pp, qa, case_i):
 @pytest.mark.parametrize("impl", ["triton", "ref"])
 def test_row_independence(monkeypatch, impl):
     """Row i of an NQ=5 verify equals an NQ=1 decode at q_start+i (same pages/ring/page table/batch shape)."""
-    monkeypatch.setattr(va, "MIN_TOKENS_PER_SPLIT", 0)
-    monkeypatch.setattr(va, "PROGRAMS_PER_SM", 8)
+    monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)
+    monkeypatch.setattr(vsp, "PROGRAMS_PER_SM", 8)
     fn = va.verify_attention if impl == "triton" else verify_ref
     B, NQ, Hq, Hkv, D, P = 3, 5, 8, 2, 64, 32
     q_start = [61, 94, 3]  # crosses a boundary after row 2, after row 1 (94+2 = 96), and no INT8 pages

@@ -1,0 +1,77 @@
+"""How ``verify_attention`` (kernels/verify_attention.py) cuts each request's pages into split-KV programs.
+
+Two partitions (the module docstring of verify_attention.py says what each guarantees):
+* ``pages_per_split``: batch-invariant (``--enable-deterministic-inference``): pages per split ``C`` from Hkv, MAXP and
+  the SM count only, never B or NQ.
+* ``splits_for_batch``: the server's default: a split count per request that follows B (the kernel then cuts each
+  request's own pages into that many near-equal splits of at least ``C`` pages).
+Measurements: bench/results/dev_kernels_splits.log, bench/NOTES_kernels.md.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+# pages_per_split (GPU tuning knobs): PROGRAMS_PER_SM page programs fit an SM (registers); among split counts that
+# exactly fill 1..MAX_WAVES waves of Hkv * splits programs, the cheapest (waves / splits) wins, but a split keeps at
+# least MIN_TOKENS_PER_SPLIT tokens so that writing and merging its (NQ*G x D fp32) partial stays small next to the
+# K/V bytes it reads. B does not enter (a row's result must not depend on its batch), so B > 1 runs B x as many.
+PROGRAMS_PER_SM = 2  # at 4 warps: 255 registers a thread (ptxas, sm_90; capped at 168 it spills ~250 B a thread);
+# a launch with more warps gets proportionally fewer programs an SM (same register file)
+MAX_WAVES = 4
+SPLIT_SLACK = 0.02
+MIN_TOKENS_PER_SPLIT = 256
+CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is exercised
+# batch_invariant=False: page splits per request follow B (splits_for_batch); a split count that needs more waves must
+# be this much cheaper (fewer, longer splits amortize a program's prologue and partial: Llama-3-8B 128k x 1 takes
+# 155 us in one wave of 33 splits, 188 us in four waves of 132)
+SPLIT_SLACK_BATCH = 0.1
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return CPU_NUM_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, programs_per_sm=None) -> int:
+    """Pages per split ``C`` from Hkv, MAXP and the SM count only (and the launch's programs an SM, PROGRAMS_PER_SM
+    at 4 warps): with S = programs_per_sm * SMs program slots and
+    Hkv * n page programs, time goes as waves / n; take the n that fills whole waves best (B=1, Hkv=8, 132 SMs:
+    49 splits, one wave)."""
+    if max_pages <= 0:
+        return 1
+    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    slots = max(1, pps * _num_sms(torch.device(device)))
+    cap = max(1, max_pages)
+    best, best_cost = 1, float(triton.cdiv(num_kv_heads, slots))
+    for waves in range(1, MAX_WAVES + 1):
+        n = min(waves * slots // max(1, num_kv_heads), cap)
+        cost = triton.cdiv(num_kv_heads * n, slots) / n if n >= 1 else float("inf")
+        if cost < best_cost * (1 - SPLIT_SLACK):
+            best, best_cost = n, cost
+    return max(1, triton.cdiv(max_pages, best), MIN_TOKENS_PER_SPLIT // page_size)
+
+
+def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None) -> int:
+    """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
+    B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
+    the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
+    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
+    γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
+    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us."""
+    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    slots = max(1, pps * _num_sms(torch.device(device)))
+    bh = max(1, programs_per_split)
+    best, best_cost = 1, float(triton.cdiv(2 * bh, slots))
+    for waves in range(1, MAX_WAVES + 1):
+        n = min(waves * slots // bh - 1, max_splits)
+        if n < 1:
+            continue
+        cost = triton.cdiv(bh * (n + 1), slots) / n
+        if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
+            best, best_cost = n, cost
+    return max(1, min(best, max_splits))
