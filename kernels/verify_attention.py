@@ -17,8 +17,9 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs;
   kernels/verify_splits.py) and ``C`` the smallest split, so each request's own pages are cut into ``NS`` near-equal
   splits: at B=64 a row no longer reads its pages in ~60 splits of 4 (a partial and a prologue every 4 pages, ~30
-  waves) but in a few long ones. ``C_b`` follows B and the window's first page, so a row's result may then differ in fp32 rounding between batches, or
-  between a verify window and a one-row decode at its position (the output stays the same attention).
+  waves) but in a few long ones. ``C_b`` follows B and the window's first page, so a row's result may then differ
+  in fp32 rounding between batches, or between a verify window and a one-row decode at its position (the output
+  stays the same attention).
 * INT8 pages (the draft kernel's layout, kernels/draft_decode.py): the page's P tokens are the MMA's M dimension,
   ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
   both planes -> one fp16 FMA per pair, kernels/int8_words.py), so Q^T is one constant operand for every page; and
