@@ -51,6 +51,7 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels import verify_splits as splits
+from sgl_spec.kernels.verify_splits import _split_pages
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
@@ -108,7 +109,7 @@ def _verify_attention_kernel(
     rblk = pid_hr % RB
     q_start = tl.load(QSTART + b)
     n_req = (q_start + NQ - 1) // P  # INT8 pages the window needs; also the window's last logical page
-    Cb = tl.maximum(C, (q_start // P + NS) // NS)  # C_b: NS splits cover q_start // P + 1 >= n_req pages (NQ <= P)
+    Cb = _split_pages(q_start, C, NS, P)
     j0 = (split - 1) * Cb
     if (split == 0) | (j0 < n_req):
         # ---- rows: slot order (ra, rb, the others ascending) keeps both score rows in row block 0 --------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.verify_splits import _split_pages
+
 
 @triton.jit
 def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
@@ -62,7 +64,7 @@ def _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, NS, so_b, so_n, 
     i = tl.program_id(1).to(tl.int64)
     b = tl.program_id(2).to(tl.int64)
     q_start = tl.load(QSTART + b)
-    Cb = tl.maximum(C, (q_start // P + NS) // NS)  # stage 1's C_b
+    Cb = _split_pages(q_start, C, NS, P)  # stage 1's C_b
     n_used = 1 + (((q_start + NQ - 1) // P) + Cb - 1) // Cb  # hot split + page splits that stage 1 wrote
     h_ok = hh < HQ
     row = ((b * NQ + i) * HQ + hh.to(tl.int64)) * S1  # [BLOCK_H]

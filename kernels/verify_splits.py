@@ -13,6 +13,7 @@ import functools
 
 import torch
 import triton
+import triton.language as tl
 
 # pages_per_split (GPU tuning knobs): PROGRAMS_PER_SM page programs fit an SM (registers); among split counts that
 # exactly fill 1..MAX_WAVES waves of Hkv * splits programs, the cheapest (waves / splits) wins, but a split keeps at
@@ -75,3 +76,11 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
         if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
             best, best_cost = n, cost
     return max(1, min(best, max_splits))
+
+
+@triton.jit
+def _split_pages(q_start, C, NS, P: tl.constexpr):
+    """``C_b``: the pages of each page split of a request whose window starts at ``q_start``. Stage 1 reads with it
+    and the merge finds the splits stage 1 wrote with it, so both take it from here. NS splits of C_b cover
+    q_start // P + 1 >= the window's INT8 pages (NQ <= P); with NS = cdiv(MAXP, C) it is C (batch-invariant)."""
+    return tl.maximum(C, (q_start // P + NS) // NS)
