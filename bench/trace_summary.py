@@ -4,7 +4,11 @@ launch that ran them (draft / verify / plain decode graphs, told apart by their 
     python bench/trace_summary.py /tmp/trace_dir > summary.txt
 
 bench/results/profile/README.md says how the committed summaries were taken."""
-import collections, glob, gzip, json, sys
+import collections
+import glob
+import gzip
+import json
+import sys
 
 def load(d):
     ev = []
@@ -43,8 +47,8 @@ def main(d, topn=45):
     for e in kern:
         c = e.get("args", {}).get("correlation")
         groups[(rt.get(c, "?"), c)].append(e)
-    launches = collections.defaultdict(list)  # kind -> [(sum, span, n, names)]
-    eager = collections.Counter(); eager_n = collections.Counter()
+    launches = collections.defaultdict(list)  # kind -> [(sum of kernel times, span, kernel count)] per launch
+    eager, eager_n = collections.Counter(), collections.Counter()
     per_kind_names = collections.defaultdict(collections.Counter)
     per_kind_cnt = collections.defaultdict(collections.Counter)
     for (api, c), es in groups.items():
@@ -59,7 +63,8 @@ def main(d, topn=45):
                 per_kind_cnt[kind][e["name"][:90]] += 1
         else:
             for e in es:
-                eager[e["name"][:90]] += e["dur"]; eager_n[e["name"][:90]] += 1
+                eager[e["name"][:90]] += e["dur"]
+                eager_n[e["name"][:90]] += 1
     rounds = max(1, len(launches.get("verify", [])) or len(launches.get("graph", [])))
     print(f"rounds (verify or decode graph launches): {rounds}")
     for kind, ls in launches.items():
