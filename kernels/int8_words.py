@@ -100,17 +100,6 @@ def values_i8(wu, wl, USE_ASM: tl.constexpr):
 
 
 @triton.jit
-def join8(lo, hi):
-    """fp16 tiles [R, 4 BW] (channel = column; low / high half of D) -> one tile [R, 8 BW] in word order: column
-    8w + j is low-half channel 4w + j for j < 4 and high-half channel 4w + j - 4 for j >= 4 (the 8 channels one
-    word pair of the planes holds), so both halves go through one dot (verify_attention's JD variant)."""
-    R: tl.constexpr = lo.shape[0]
-    BW: tl.constexpr = lo.shape[1] // 4
-    x = tl.join(tl.reshape(lo, (R, BW, 4)), tl.reshape(hi, (R, BW, 4)))  # [R, BW, 4, 2]
-    return tl.reshape(tl.permute(x, (0, 1, 3, 2)), (R, 8 * BW))
-
-
-@triton.jit
 def _pair_bits(x):
     """fp32 [..., 2] (values exact in fp16) -> int32 fp16-pair words [...]."""
     lo, hi = tl.split(x.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)

@@ -69,9 +69,6 @@ PAGES_PER_ITER = 1
 # ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64;
 # 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
 ROWS_AS_M = 0
-# JOIN_HALVES (dev variant ``jd=1``): the two halves of D as one [P, D] tile in the words' channel order (int8_words
-# ``join8``), one dot for S^T and one for O^T instead of two each (pp=1, tokens as M)
-JOIN_HALVES = False
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
@@ -102,7 +99,6 @@ def _verify_attention_kernel(
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
     HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
-    JD: tl.constexpr = False, VE: tl.constexpr = False,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -182,12 +178,6 @@ def _verify_attention_kernel(
             elif QA:
                 qt_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float16)
                 qt_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float16)
-            elif JD:  # Q^T in join8's order: row 8w + j = channel 4w + j (j < 4), DH + 4w + j - 4 (j >= 4)
-                kk = tl.arange(0, 2 * BLOCK_DH)
-                ch = (kk % 8 // 4) * DH + 4 * (kk // 8) + kk % 4
-                qt_ok = ((kk // 8) < DH // 4)[:, None] & row_ok[None, :]
-                qt_lo = tl.load(q_row[None, :] + ch[:, None], mask=qt_ok, other=0.0).to(tl.float16)
-                qt_hi = qt_lo
             else:
                 qt_ok = dmask[:, None] & row_ok[None, :]
                 qt_lo = tl.load(q_row[None, :] + dh[:, None], mask=qt_ok, other=0.0).to(tl.float16)
@@ -203,7 +193,7 @@ def _verify_attention_kernel(
             m_r = tl.full([BLOCK_M], -1.0e30, tl.float32)
             l_t = tl.zeros([P, BLOCK_M], tl.float32)
             z_t = tl.zeros([P, BLOCK_M], tl.float32)
-            at_lo = tl.zeros([(1 + JD) * BLOCK_DH, BLOCK_M], tl.float32)  # JD: the whole O^T in join8's order
+            at_lo = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
             at_hi = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
             ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
                 KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0), j0 < j1, h64,
@@ -244,13 +234,9 @@ def _verify_attention_kernel(
                     m_r, l_t, z_t, at_lo, at_hi = _int8_page(
                         m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
                         kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE, JD, VE)
+                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
                     ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
                         nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
-                if JD:  # back to the two halves, channel = row
-                    BW: tl.constexpr = BLOCK_DH // 4
-                    x = tl.permute(tl.reshape(at_lo, (BW, 2, 4, BLOCK_M)), (0, 2, 3, 1))
-                    at_lo, at_hi = tl.split(tl.reshape(x, (BLOCK_DH, BLOCK_M, 2)))
             else:  # two pages an iteration (j, j + 1), the next pair prefetched
                 ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = _load_page(
                     KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0),
@@ -300,11 +286,10 @@ def _verify_attention_kernel(
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None, join_halves=None, values_early=None):
+                     num_warps=None, rows_as_m=None, num_splits=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
-    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
-    ``join_halves`` (JOIN_HALVES): both halves of D in one dot per operand (pp=1, tokens as M only)."""
+    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -344,7 +329,6 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     nw = NUM_WARPS if num_warps is None else num_warps
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
     qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
-    jd = bool(JOIN_HALVES if join_halves is None else join_halves) and pp == 1 and not qa
     assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
@@ -383,7 +367,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse, JD=jd, VE=bool(values_early),
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)

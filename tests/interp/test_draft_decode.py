@@ -134,9 +134,6 @@ VARIANTS = [
     dict(prefetch=0, flat_scales=True),
     dict(min_pages_per_split=1, merge_chunk=64),
     dict(flat_scales=True, maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
-    dict(join_halves=True),  # one dot per operand over both halves of D (case 5's padded tile keeps two)
-    dict(join_halves=True, flat_scales=False),
-    dict(values_early=True),
 ]
 
 

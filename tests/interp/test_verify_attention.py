@@ -215,27 +215,25 @@ def test_splits_for_batch_rule(monkeypatch):
     assert vsp.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
 
 
-def _variant_case(monkeypatch, pp, qa, case_i, jd=False):
-    """CASES[case_i] for a dev variant: pages per iteration ``pp``, rows-as-M ``qa``, halves of D joined ``jd``,
-    splits of any size."""
+def _variant_case(monkeypatch, pp, qa, case_i):
+    """CASES[case_i] for a dev variant: pages per iteration ``pp``, rows-as-M ``qa``, splits of any size."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, _ = CASES[case_i]
     monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
     monkeypatch.setattr(va, "ROWS_AS_M", qa)
-    monkeypatch.setattr(va, "JOIN_HALVES", jd == 1)
     monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)
     return make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ), 1.0 / math.sqrt(D)
 
 
-@pytest.mark.parametrize("pp,qa,jd", [(2, 0, 0), (1, 1, 0), (1, 2, 0), (2, 1, 0), (1, 0, 1), (1, 0, 2)])
+@pytest.mark.parametrize("pp,qa", [(2, 0), (1, 1), (1, 2), (2, 1)])
 @pytest.mark.parametrize("case_i", [3, 9, 13])
-def test_verify_variants(monkeypatch, pp, qa, jd, case_i):
+def test_verify_variants(monkeypatch, pp, qa, case_i):
     """The dev-timed variants (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
-    of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration; the
-    halves of D joined into one dot per operand) against the reference, as the default is in test_verify_attention."""
+    of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration)
+    against the reference, as the default is in test_verify_attention."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i, jd)
+    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
-    out, sc = run(functools.partial(va.verify_attention, values_early=jd == 2), case, sm_scale, True, score_rows)
+    out, sc = run(va.verify_attention, case, sm_scale, True, score_rows)
     torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
     check_scores_written(sc, case[3], P)
     torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
