@@ -96,12 +96,14 @@ def draft_kwargs(var, B, maxp, P):
         kw["merge_chunk"] = int(var["mc"])
     if "pps" in var:  # programs an SM for the split rule (with nr: 128 registers -> 4)
         kw["programs_per_sm"] = int(var["pps"])
+    if "kf" in var:  # keys in the wgmma A fragment's order (P = 64, D = 128)
+        kw["key_frag"] = bool(int(var["kf"]))
     return kw
 
 
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
-             "programs_per_sm")
+             "programs_per_sm", "key_frag")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
@@ -146,7 +148,7 @@ def verify_variant(var):
     """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
-    per request / batch-following splits (batch_invariant=False)."""
+    per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
     from sgl_spec.kernels import verify_splits as vsp
@@ -171,6 +173,8 @@ def verify_variant(var):
             kw["num_splits"] = int(part[3:])
         elif part == "bf":  # batch-following splits (the server's default; batch_invariant=False)
             kw["batch_invariant"] = False
+        elif part.startswith("kf="):  # keys in the wgmma A fragment's channel / token order (P = 64, D = 128)
+            kw["key_frag"] = bool(int(part[3:]))
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -224,7 +228,7 @@ def check_verify(log, variants=("",)):
     for var in variants:
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
-                  if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant")}
+                  if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:

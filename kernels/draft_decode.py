@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
-from sgl_spec.kernels.nibble_words import _div16, _keys_f16, _values_f16
+from sgl_spec.kernels.nibble_words import _div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels
 from sgl_spec.kvformat import PageStore
 
 RING = 2
@@ -68,6 +68,7 @@ MAX_SPLITS = 256
 SPLIT_SLACK = 0.02
 MAX_WAVES = 4
 NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
+KEY_FRAG = False  # dev keyword key_frag (P = 64, D = 128, 4 warps): keys in the wgmma A fragment's order (nibble_words)
 _LOG2E = 1.4426950408889634
 
 
@@ -124,15 +125,21 @@ def _key_tiles(ksc, BW: tl.constexpr, FLAT_SCALES: tl.constexpr):
 
 @triton.jit
 def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, page, BW: tl.constexpr, FLAT_SCALES: tl.constexpr,
-                 USE_ASM: tl.constexpr):
+                 USE_ASM: tl.constexpr, KF: tl.constexpr = False):
     """Online-softmax update with one quantized page (``_load_page``'s tuple), transposed so the page's P tokens are
     the MMA's M dimension (wgmma: M = 64 per warpgroup): scores^T [P, GPAD] = K [P, C] q^T [C, GPAD] with the keys
     dequantized to fp16 in registers (so q^T is one constant shared-memory operand), out^T [C, GPAD] += U_v^T [C, P]
     (p∘s_v)^T [P, GPAD]. Scores in log2 units; l_t / z_t are the per-(token, head) running sums of p and p * (value
-    zero term); acc_hi holds 16x the high channels."""
+    zero term); acc_hi holds 16x the high channels. KF: keys in the wgmma A fragment's channel / token order
+    (nibble_words._key_frag; q^T loaded to match), values and value scales in the same token order."""
     kw, vw, ksc, vsc, vzr = page
     ks_lo, ks_hi, kz_lo, kz_hi = _key_tiles(ksc, BW, FLAT_SCALES)
     k_lo, k_hi = _keys_f16(kw, ks_lo, kz_lo, _div16(ks_hi, USE_ASM), kz_hi, USE_ASM)
+    if KF:
+        k_lo = _key_frag(k_lo)
+        k_hi = _key_frag(k_hi)
+        vsc = _tok_perm(vsc)
+        vzr = _tok_perm(vzr)
     sc = tl.dot(k_lo, q_lo)
     sc = tl.dot(k_hi, q_hi, sc)  # [P, GPAD]
     m_new = tl.maximum(m_i, tl.max(sc, 0))
@@ -143,6 +150,9 @@ def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, page, BW: tl.constex
     z_t = z_t * alpha[None, :] + p * (vzr.to(tl.float32) + 8.0 * vs)[:, None]
     ps = (p * vs[:, None]).to(tl.float16)  # [P, GPAD]
     v_lo, v_hi = _values_f16(vw, USE_ASM)
+    if KF:
+        v_lo = _tok_perm(v_lo)
+        v_hi = _tok_perm(v_hi)
     acc_lo = tl.dot(tl.trans(v_lo), ps, acc_lo * alpha[None, :])  # [BLOCK_C, GPAD]
     acc_hi = tl.dot(tl.trans(v_hi), ps, acc_hi * alpha[None, :])
     return m_new, l_t, z_t, acc_lo, acc_hi
@@ -161,7 +171,7 @@ def _draft_decode_kernel(
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
-    PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False,
+    PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -227,7 +237,7 @@ def _draft_decode_kernel(
         offs_w = tl.arange(0, BLOCK_C // 4)
         w_ok = offs_w < HALF // 4
         # q^T [BLOCK_C, GPAD] halves in log2 units, fp16 (the keys are dequantized: one operand for every page)
-        qt_at = q_row[None, :] + offs_c[:, None]
+        qt_at = q_row[None, :] + (key_frag_channels(BLOCK_C) if KF else offs_c)[:, None]  # KF: the keys' order
         qt_ok = g_ok[None, :] & c_ok[:, None]
         qt_lo = (tl.load(qt_at, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale).to(tl.float16)
         qt_hi = (tl.load(qt_at + HALF, mask=qt_ok, other=0.0).to(tl.float32) * qk_scale).to(tl.float16)
@@ -252,14 +262,14 @@ def _draft_decode_kernel(
                                  s_vsh, pg_next, i + 1 < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
                 pg_next = tl.load(ids + i + 2, mask=i + 2 < hi, other=0)
                 m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
-                                                           FLAT_SCALES, USE_ASM)
+                                                           FLAT_SCALES, USE_ASM, KF)
                 cur = nxt
         else:
             for i in range(lo, hi):
                 cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp,
                                  s_vsh, tl.load(ids + i), i < hi, h, offs_n, offs_w, w_ok, HALF // 4, FLAT_SCALES)
                 m_t, l_t, z_t, at_lo, at_hi = _attend_page(m_t, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, cur, BW,
-                                                           FLAT_SCALES, USE_ASM)
+                                                           FLAT_SCALES, USE_ASM, KF)
         l_i = tl.sum(l_t, 0)
         z_i = tl.sum(z_t, 0)
         acc_lo = tl.trans(at_lo + z_i[None, :])
@@ -321,12 +331,12 @@ def _check(name, t, shape, dtypes, device):
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
-                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None):
+                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
-    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK)."""
+    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -411,6 +421,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
+        KF=bool(KEY_FRAG if key_frag is None else key_frag) and P == 64 and half == 64 and nw == 4 and gpad == 16,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](

@@ -124,3 +124,33 @@ def _div16(x, USE_ASM: tl.constexpr):
         y = (_f16_pair(x).to(tl.float32) * 0.0625).to(tl.float16)  # [..., 2, 2]
         lo, hi = tl.split(y.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF)
         return lo | (hi << 16)
+
+
+# ---- the wgmma A fragment's order (dev variant kf=1 of verify_attention / draft_decode) -------------------------
+@triton.jit
+def _tok_perm(x):
+    """Rows of a [64, C] page tile (or a [64] vector) reordered so row 16w + 8r + g holds token 32r + 8w + g: the
+    rows warp w holds in the wgmma A fragment are the rows it loads (4 warps, 8 rows a warp a pass). Softmax and
+    P·V sum over tokens, so any token order is the same attention as long as keys, values and value scales agree."""
+    if len(x.shape) == 1:
+        return tl.reshape(tl.permute(tl.reshape(x, (2, 4, 8)), (1, 0, 2)), (64,))
+    else:
+        C: tl.constexpr = x.shape[1]
+        return tl.reshape(tl.permute(tl.reshape(x, (2, 4, 8, C)), (1, 0, 2, 3)), (64, C))
+
+
+@triton.jit
+def _key_frag(k):
+    """Dequantized keys [64, 64] (channel = column) -> the same keys as the wgmma A fragment holds them: column
+    16j + 8p + 2t + e is channel 16t + 4j + 2p + e (lane t of a row's 4 lanes loads words 4t..4t+3), rows in
+    ``_tok_perm`` order. With Q^T loaded in this channel order (``key_frag_channels``) S^T is unchanged up to the
+    order of the fp32 sums, and the tile reaches the MMA without a shared-memory round trip."""
+    x = tl.reshape(tl.permute(tl.reshape(k, (64, 4, 4, 2, 2)), (0, 2, 3, 1, 4)), (64, 64))
+    return _tok_perm(x)
+
+
+@triton.jit
+def key_frag_channels(BLOCK_DH: tl.constexpr):
+    """Channel of each column of ``_key_frag``'s tile (Q^T's row order)."""
+    kk = tl.arange(0, BLOCK_DH)
+    return 16 * ((kk // 2) % 4) + 4 * (kk // 16) + 2 * ((kk // 8) % 2) + kk % 2

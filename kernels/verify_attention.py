@@ -52,6 +52,7 @@ import triton.language as tl
 
 from sgl_spec.kernels import verify_splits as splits
 from sgl_spec.kernels.verify_splits import _split_pages
+from sgl_spec.kernels.nibble_words import key_frag_channels
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
@@ -69,6 +70,10 @@ PAGES_PER_ITER = 1
 # ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64;
 # 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
 ROWS_AS_M = 0
+# KEY_FRAG (dev variant ``kf=1``; P = 64, D = 128, 4 warps, pp=1): keys and Q^T in the wgmma A fragment's channel and
+# token order (nibble_words._key_frag), so the dequantized key tile needs no shared-memory round trip (sm_90 SASS:
+# 8 STS.128 + 8 LDSM and 2 barriers a page fewer). Not yet timed on a GPU.
+KEY_FRAG = False
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 
@@ -99,6 +104,7 @@ def _verify_attention_kernel(
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
     HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
+    KF: tl.constexpr = False,
 ):
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -178,10 +184,11 @@ def _verify_attention_kernel(
             elif QA:
                 qt_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float16)
                 qt_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float16)
-            else:
+            else:  # KF: Q^T's rows in the key fragment's channel order (nibble_words._key_frag)
                 qt_ok = dmask[:, None] & row_ok[None, :]
-                qt_lo = tl.load(q_row[None, :] + dh[:, None], mask=qt_ok, other=0.0).to(tl.float16)
-                qt_hi = tl.load(q_row[None, :] + dh[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
+                qd = key_frag_channels(BLOCK_DH) if KF else dh
+                qt_lo = tl.load(q_row[None, :] + qd[:, None], mask=qt_ok, other=0.0).to(tl.float16)
+                qt_hi = tl.load(q_row[None, :] + qd[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
             offs_w = tl.arange(0, BLOCK_DH // 4)
             w_ok = offs_w < DH // 4
             j1 = tl.minimum(j0 + Cb, n_req)
@@ -234,7 +241,7 @@ def _verify_attention_kernel(
                     m_r, l_t, z_t, at_lo, at_hi = _int8_page(
                         m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
                         kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
+                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE, KF)
                     ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
                         nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
             else:  # two pages an iteration (j, j + 1), the next pair prefetched
@@ -286,10 +293,11 @@ def _verify_attention_kernel(
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None):
+                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
-    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing)."""
+    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
+    ``key_frag`` the module's KEY_FRAG."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -330,6 +338,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
     qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
     assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
+    kf = bool(KEY_FRAG if key_frag is None else key_frag) and P == 64 and DH == 64 and nw == 4 and pp == 1 and not qa
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))
@@ -367,7 +376,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse, KF=kf,
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)

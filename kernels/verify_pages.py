@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels.int8_words import keys_i8, keys_i8_v, prep_key_scales, values_deq, values_i8
+from sgl_spec.kernels.nibble_words import _key_frag, _tok_perm
 
 
 @triton.jit
@@ -57,12 +58,17 @@ def _load_page(KU, KL, VU, VL, KS, KZ, VS, VZ, pg, ok, h, s_wp, s_wh, s_sp, s_sh
 
 @triton.jit
 def _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, jj, n_scored, j1, vis, score_lim, raw_ptr,
-                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr = False):
+                 raw_ok, HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr = False,
+                 KF: tl.constexpr = False):
     """Raw logits S^T = K Q^T [P, BLOCK_M] of logical page jj (masked to -inf for rows that must not see it, and
-    for a page at or past the split's end j1) and their column maxima; the score rows' maxima are stored raw."""
+    for a page at or past the split's end j1) and their column maxima; the score rows' maxima are stored raw.
+    KF: keys in ``_key_frag``'s order (Q^T's rows in ``key_frag_channels`` order; S^T rows in ``_tok_perm`` order)."""
     s16_lo, zz_lo = prep_key_scales(ks_lo, kz_lo, USE_ASM)
     s16_hi, zz_hi = prep_key_scales(ks_hi, kz_hi, USE_ASM)
     k_lo, k_hi = keys_i8(ku, kl, s16_lo, zz_lo, s16_hi, zz_hi, USE_ASM)
+    if KF:
+        k_lo = _key_frag(k_lo)
+        k_hi = _key_frag(k_hi)
     s = tl.dot(k_lo, qt_lo)
     s = tl.dot(k_hi, qt_hi, s)  # [P, BLOCK_M] raw q·k
     if (jj >= n_scored) | (jj >= j1):  # rows' own pages start at q_start // P; jj >= j1: the odd page of a pair
@@ -85,12 +91,16 @@ def _page_lse(p, m_new, qk_scale, jj, j1, score_lim, raw_ptr, raw_ok):
 @triton.jit
 def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs,
                vz, j, n_scored, j1, score_lim, vis, raw_ptr, raw_ok, HAS_SCORES: tl.constexpr,
-               USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr):
+               USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr, KF: tl.constexpr = False):
     """Online-softmax update of every row (column) with one INT8 page, tokens as the MMA M dimension. m_r is the
     row's running max of the raw logits q·k (log2 units = m_r * qk_scale); l_t / z_t: per (token, row) running sums
-    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part)."""
+    of p and p·(value zero term); at_*: O^T of the centred codes, weighted by p·s_v (16x the output's code part).
+    KF: keys as ``_key_frag`` lays them out; the tokens of values and value scales follow (``_tok_perm``)."""
     s, cm = _page_logits(qt_lo, qt_hi, ku, kl, ks_lo, ks_hi, kz_lo, kz_hi, j, n_scored, j1, vis, score_lim,
-                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE)
+                         raw_ptr, raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE, KF)
+    if KF:
+        vs = _tok_perm(vs)
+        vz = _tok_perm(vz)
     m_new = tl.maximum(m_r, cm)
     alpha = tl.exp2((m_r - m_new) * qk_scale)
     p = tl.exp2(s * qk_scale - (m_new * qk_scale)[None, :])
@@ -101,6 +111,9 @@ def _int8_page(m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, 
     z_t = z_t * alpha[None, :] + p * (vz.to(tl.float32) + 7.53125 * vsf)[:, None]
     ps = (p * vsf[:, None]).to(tl.float16)  # [P, BLOCK_M]
     v_lo, v_hi = values_i8(vu, vl, USE_ASM)
+    if KF:
+        v_lo = _tok_perm(v_lo)
+        v_hi = _tok_perm(v_hi)
     at_lo = tl.dot(tl.trans(v_lo), ps, at_lo * alpha[None, :])  # [BLOCK_DH, BLOCK_M]
     at_hi = tl.dot(tl.trans(v_hi), ps, at_hi * alpha[None, :])
     return m_new, l_t, z_t, at_lo, at_hi

@@ -128,7 +128,11 @@ def test_draft_decode(B, ctx, P, mode):
     args = (q, bt.store, ids, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
     out = torch.full_like(q, float("nan"))
     tri(*args, out=out)
-    _close(out, ref(*args))
+    want = ref(*args)
+    _close(out, want)
+    out = torch.full_like(q, float("nan"))
+    tri(*args, out=out, key_frag=True)  # dev variant kf=1 (P = 64 only; a no-op flag at P = 128)
+    _close(out, want)
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -159,6 +163,13 @@ def test_verify_attention(B, ctx, P, nq):
     out4 = torch.full_like(q, float("nan"))
     tri(*args, scores=sc, out=out4, batch_invariant=False)
     _close(out4, want)
+    for b, s0 in enumerate((q_start // P).tolist()):
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+    # dev variant kf=1 (keys in the wgmma A fragment's order; P = 64 only, a no-op flag elsewhere), scores on
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    out5 = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out5, key_frag=True)
+    _close(out5, want)
     for b, s0 in enumerate((q_start // P).tolist()):
         _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
     # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output

@@ -239,6 +239,25 @@ def test_verify_variants(monkeypatch, pp, qa, case_i):
     torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
 
 
+KF_CASES = [CASES[1], CASES[6], (3, 5, 8, 2, 128, 64, torch.bfloat16, [700, 64, 1000], (1, 0))]
+
+
+@pytest.mark.parametrize("case_i", range(len(KF_CASES)))
+def test_key_fragment_order(monkeypatch, case_i):
+    """The kf=1 dev variant (keys and Q^T in the wgmma A fragment's channel and token order, P = 64 and D = 128 only)
+    against the reference: the same attention and page scores, with the default partition and with one-page splits."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = KF_CASES[case_i]
+    monkeypatch.setattr(va, "KEY_FRAG", True)
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
+    sm_scale = 1.0 / math.sqrt(D)
+    ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
+    for _ in few_and_many_splits(monkeypatch):
+        out, sc = run(va.verify_attention, case, sm_scale, True, score_rows)
+        torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
+        check_scores_written(sc, case[3], P)
+        torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
+
+
 @pytest.mark.parametrize("impl", ["triton", "ref"])
 def test_row_independence(monkeypatch, impl):
     """Row i of an NQ=5 verify equals an NQ=1 decode at q_start+i (same pages/ring/page table/batch shape)."""
