@@ -99,7 +99,6 @@ def stream(qb, n_pages, max_pages, ns, pf=1, st=1, conv=False, maxnreg=None):
 
 
 def main():
-    sys.path.insert(0, str(Path(__file__).parent))
     from dev_kernels import copy_gbps, timer
     from kernel_cases import bytes_verify
 

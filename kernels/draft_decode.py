@@ -41,7 +41,8 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
-from sgl_spec.kernels.nibble_words import _div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels
+from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
+                                           key_frag_fits)
 from sgl_spec.kvformat import PageStore
 
 RING = 2
@@ -421,7 +422,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=bool(KEY_FRAG if key_frag is None else key_frag) and P == 64 and half == 64 and nw == 4 and gpad == 16,
+        KF=bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, half, nw) and gpad == 16,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](

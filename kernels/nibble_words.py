@@ -127,6 +127,12 @@ def _div16(x, USE_ASM: tl.constexpr):
 
 
 # ---- the wgmma A fragment's order (dev variant kf=1 of verify_attention / draft_decode) -------------------------
+def key_frag_fits(page_size: int, half: int, num_warps: int) -> bool:
+    """Whether ``_key_frag`` / ``_tok_perm`` (which hard-code it) match the tile: 64-token pages, 64 channels a half
+    (D = 128: 16 words a row, 4 lanes of 4 words) and one warpgroup of 4 warps on the tokens."""
+    return page_size == 64 and half == 64 and num_warps == 4
+
+
 @triton.jit
 def _tok_perm(x):
     """Rows of a [64, C] page tile (or a [64] vector) reordered so row 16w + 8r + g holds token 32r + 8w + g: the

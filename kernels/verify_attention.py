@@ -52,7 +52,7 @@ import triton.language as tl
 
 from sgl_spec.kernels import verify_splits as splits
 from sgl_spec.kernels.verify_splits import _split_pages
-from sgl_spec.kernels.nibble_words import key_frag_channels
+from sgl_spec.kernels.nibble_words import key_frag_channels, key_frag_fits
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
@@ -338,7 +338,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
     qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
     assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
-    kf = bool(KEY_FRAG if key_frag is None else key_frag) and P == 64 and DH == 64 and nw == 4 and pp == 1 and not qa
+    kf = bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, DH, nw) and pp == 1 and not qa
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))

@@ -158,20 +158,15 @@ def test_verify_attention(B, ctx, P, nq):
     out2 = torch.full_like(q, float("nan"))
     tri(*args, out=out2)  # scores off: the same attention
     _close(out2, want)
-    # the server's default partition (batch_invariant=False: splits follow B), scores on
-    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    out4 = torch.full_like(q, float("nan"))
-    tri(*args, scores=sc, out=out4, batch_invariant=False)
-    _close(out4, want)
-    for b, s0 in enumerate((q_start // P).tolist()):
-        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    # dev variant kf=1 (keys in the wgmma A fragment's order; P = 64 only, a no-op flag elsewhere), scores on
-    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    out5 = torch.full_like(q, float("nan"))
-    tri(*args, scores=sc, out=out5, key_frag=True)
-    _close(out5, want)
-    for b, s0 in enumerate((q_start // P).tolist()):
-        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+    # scores on, with the server's default partition (batch_invariant=False: splits follow B) and with the dev
+    # variant kf=1 (keys in the wgmma A fragment's order; P = 64 only, a no-op flag elsewhere)
+    for variant in (dict(batch_invariant=False), dict(key_frag=True)):
+        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+        out4 = torch.full_like(q, float("nan"))
+        tri(*args, scores=sc, out=out4, **variant)
+        _close(out4, want)
+        for b, s0 in enumerate((q_start // P).tolist()):
+            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
     # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
     sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     sc_ref = sc.clone()
