@@ -70,10 +70,11 @@ PAGES_PER_ITER = 1
 # ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (kernels/verify_pages.py, _rows_page), BLOCK_M >= 64;
 # 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
 ROWS_AS_M = 0
-# KEY_FRAG (dev variant ``kf=1``; P = 64, D = 128, 4 warps, pp=1): keys and Q^T in the wgmma A fragment's channel and
-# token order (nibble_words._key_frag), so the dequantized key tile needs no shared-memory round trip (sm_90 SASS:
-# 8 STS.128 + 8 LDSM and 2 barriers a page fewer). Not yet timed on a GPU.
-KEY_FRAG = False
+# KEY_FRAG (``kf``; applies at P = 64, D = 128, 4 warps, pp=1, elsewhere a no-op): keys and Q^T in the wgmma A
+# fragment's channel and token order (nibble_words._key_frag), so the dequantized key tile needs no shared-memory round
+# trip (sm_90 SASS: 8 STS.128 + 8 LDSM and 2 barriers a page fewer). H200, session 8: 7-14% faster than without
+# (128k x 1, nq=5: 155.9 -> 137.2 us; bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
+KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
 

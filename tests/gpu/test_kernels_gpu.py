@@ -131,7 +131,7 @@ def test_draft_decode(B, ctx, P, mode):
     want = ref(*args)
     _close(out, want)
     out = torch.full_like(q, float("nan"))
-    tri(*args, out=out, key_frag=True)  # dev variant kf=1 (P = 64 only; a no-op flag at P = 128)
+    tri(*args, out=out, key_frag=False)  # keys through shared memory (the default kf is a no-op at P = 128)
     _close(out, want)
 
 
@@ -158,9 +158,9 @@ def test_verify_attention(B, ctx, P, nq):
     out2 = torch.full_like(q, float("nan"))
     tri(*args, out=out2)  # scores off: the same attention
     _close(out2, want)
-    # scores on, with the server's default partition (batch_invariant=False: splits follow B) and with the dev
-    # variant kf=1 (keys in the wgmma A fragment's order; P = 64 only, a no-op flag elsewhere)
-    for variant in (dict(batch_invariant=False), dict(key_frag=True)):
+    # scores on, with the server's default partition (batch_invariant=False: splits follow B) and with the keys
+    # through shared memory (key_frag=False; the default keeps them in the wgmma A fragment's order at P = 64)
+    for variant in (dict(batch_invariant=False), dict(key_frag=False)):
         sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
         out4 = torch.full_like(q, float("nan"))
         tri(*args, scores=sc, out=out4, **variant)

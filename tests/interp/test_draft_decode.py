@@ -134,7 +134,8 @@ VARIANTS = [
     dict(prefetch=0, flat_scales=True),
     dict(min_pages_per_split=1, merge_chunk=64),
     dict(flat_scales=True, maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
-    dict(key_frag=True),  # keys in the wgmma A fragment's order (case 3: P = 64, D = 128; a no-op flag in case 5)
+    dict(key_frag=True),  # keys in the wgmma A fragment's order (the default; case 3: P = 64, D = 128; no-op in case 5)
+    dict(key_frag=False),  # keys through shared memory (the layout before session 8)
     dict(key_frag=True, flat_scales=False),
 ]
 

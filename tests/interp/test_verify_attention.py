@@ -243,11 +243,13 @@ KF_CASES = [CASES[1], CASES[6], (3, 5, 8, 2, 128, 64, torch.bfloat16, [700, 64, 
 
 
 @pytest.mark.parametrize("case_i", range(len(KF_CASES)))
-def test_key_fragment_order(monkeypatch, case_i):
-    """The kf=1 dev variant (keys and Q^T in the wgmma A fragment's channel and token order, P = 64 and D = 128 only)
-    against the reference: the same attention and page scores, with the default partition and with one-page splits."""
+@pytest.mark.parametrize("key_frag", [True, False])
+def test_key_fragment_order(monkeypatch, case_i, key_frag):
+    """Keys and Q^T in the wgmma A fragment's channel and token order (KEY_FRAG, the default; P = 64 and D = 128
+    only), and the plain order, against the reference: the same attention and page scores, with the default
+    partition and with one-page splits."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = KF_CASES[case_i]
-    monkeypatch.setattr(va, "KEY_FRAG", True)
+    monkeypatch.setattr(va, "KEY_FRAG", key_frag)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
     sm_scale = 1.0 / math.sqrt(D)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
