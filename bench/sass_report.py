@@ -79,9 +79,9 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64, pf=None, fs=None, nr=None, kf=0):
-    """The draft_decode stage-1 kernel; pf / fs / nr: the launcher's prefetch / flat_scales / maxnreg keywords
-    (None: the launcher's defaults for P)."""
+def _draft(P=64, pf=None, fs=None, nr=None, kf=None):
+    """The draft_decode stage-1 kernel; pf / fs / nr / kf: the launcher's prefetch / flat_scales / maxnreg /
+    key_frag keywords (None: the launcher's defaults for P)."""
     from sgl_spec.kernels import draft_decode as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
@@ -91,16 +91,18 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=0):
     pf = int(cpf if pf is None else pf)
     nr = cnr if nr is None else (nr or None)
     fs = P <= dd.FLAT_SCALES_MAX_P if fs is None else fs
+    kf = dd.key_frag_on(kf, P, 64, nw, 16)
     const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
-                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=bool(kf))
+                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf)
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
-           f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(bool(kf))} "
+           f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "
            "(Llama-3-8B shapes)")
 
 
-def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, lse=0, kf=0):
-    """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code."""
+def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, lse=0, kf=None):
+    """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code; kf: the
+    launcher's key_frag keyword (None: its default)."""
     if old:
         sys.path.insert(0, os.path.dirname(__file__))
         import verify_attention_v0 as va
@@ -116,17 +118,18 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
                      PREFETCH=False)
         nw, st, opts = 4, 2, {}
     else:
-        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=64 if qa else 32, HAS_SCORES=has_scores,
-                     USE_ASM=True, PP=va.PAGES_PER_ITER if pp is None else pp, QA=qa, SCORE_LSE=bool(lse),
-                     KF=bool(kf))
-        types.update(RAW="*fp32")
+        pp = va.PAGES_PER_ITER if pp is None else pp
         nr = va.MAXNREG if maxnreg is None else maxnreg
         nw, st, opts = va.NUM_WARPS if nw is None else nw, 1, ({"maxnreg": nr} if nr else {})
+        kf = va.key_frag_on(kf, 64, 64, nw, pp, qa)
+        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=64 if qa else 32, HAS_SCORES=has_scores,
+                     USE_ASM=True, PP=pp, QA=qa, SCORE_LSE=bool(lse), KF=kf)
+        types.update(RAW="*fp32")
     plain = ("sq_n", "spt_j", "ssc_j", "NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r", "C", "S1", "HQ")
     tag = f"verify_attention {'v0' if old else 'new'} scores={'on' if has_scores else 'off'} maxnreg={opts.get('maxnreg')}"
     if not old:
         tag += (f" pages_per_iter={const['PP']} num_warps={nw} rows_as_m={qa} score_kind={'lse' if lse else 'max'}"
-                f" key_frag={int(bool(kf))}")
+                f" key_frag={int(kf)}")
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
@@ -137,7 +140,7 @@ if __name__ == "__main__":
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
-                   nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv.get("kf", 0)))
+                   nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv["kf"]) if "kf" in kv else None)
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1] [kf=1]
         args = sys.argv[2:]
         kw = dict(old="old" in args, maxnreg=next((int(a) for a in args if a.isdigit()), None))
@@ -146,6 +149,6 @@ if __name__ == "__main__":
                       nw=next((int(a[3:]) for a in args if a.startswith("nw=")), None),
                       qa=next((int(a[3:]) for a in args if a.startswith("qa=")), 0),
                       lse=next((int(a[4:]) for a in args if a.startswith("lse=")), 0),
-                      kf=next((int(a[3:]) for a in args if a.startswith("kf=")), 0))
+                      kf=next((int(a[3:]) for a in args if a.startswith("kf=")), None))
         _verify(**kw)
         _verify(**kw, has_scores=False)

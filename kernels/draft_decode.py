@@ -70,7 +70,7 @@ SPLIT_SLACK = 0.02
 MAX_WAVES = 4
 NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
-# drafts 11-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 1-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
+# drafts 10-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 2-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
 KEY_FRAG = True
 _LOG2E = 1.4426950408889634
 
@@ -332,6 +332,12 @@ def _check(name, t, shape, dtypes, device):
         raise ValueError(f"draft_decode: {name} needs a contiguous last dim")
 
 
+def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
+    """The kernel's KF: the ``key_frag`` keyword (None: KEY_FRAG) where the tile is the one nibble_words' fragment
+    helpers hard-code (and the head group pads to 16 columns)."""
+    return bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, half, num_warps) and gpad == 16
+
+
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None):
@@ -424,7 +430,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, half, nw) and gpad == 16,
+        KF=key_frag_on(key_frag, P, half, nw, gpad),
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](

@@ -72,8 +72,9 @@ PAGES_PER_ITER = 1
 ROWS_AS_M = 0
 # KEY_FRAG (``kf``; applies at P = 64, D = 128, 4 warps, pp=1, elsewhere a no-op): keys and Q^T in the wgmma A
 # fragment's channel and token order (nibble_words._key_frag), so the dequantized key tile needs no shared-memory round
-# trip (sm_90 SASS: 8 STS.128 + 8 LDSM and 2 barriers a page fewer). H200, session 8: 7-14% faster than without
-# (128k x 1, nq=5: 155.9 -> 137.2 us; bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
+# trip (sm_90 SASS: 8 STS.128 + 8 LDSM and 2 barriers a page fewer). H200, session 8: 5-14% faster than without in
+# Llama-3-8B cells (128k x 1, nq=5: 155.9 -> 137.2 us), 3-8% at pycode-30m batch 32-128, 2% slower at 15k x 1
+# (bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
 KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 
@@ -292,6 +293,12 @@ def _verify_attention_kernel(
         tl.store(a_ptr + DH, acc_hi, mask=qmask)
 
 
+def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
+    """The kernel's KF: the ``key_frag`` keyword (None: KEY_FRAG) where the tile is the one nibble_words' fragment
+    helpers hard-code, one page an iteration, tokens as the MMA M dimension."""
+    return bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, DH, num_warps) and pp == 1 and not qa
+
+
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
                      num_warps=None, rows_as_m=None, num_splits=None, key_frag=None):
@@ -339,7 +346,6 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
     qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
     assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
-    kf = bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, DH, nw) and pp == 1 and not qa
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))
@@ -377,7 +383,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         spt_b=page_table.stride(0), spt_j=page_table.stride(1),
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse, KF=kf,
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+        KF=key_frag_on(key_frag, P, DH, nw, pp, qa),
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
     )
     BLOCK_D = triton.next_power_of_2(D)
