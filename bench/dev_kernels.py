@@ -175,6 +175,8 @@ def verify_variant(var):
             kw["batch_invariant"] = False
         elif part.startswith("kf="):  # keys in the wgmma A fragment's channel / token order (P = 64, D = 128)
             kw["key_frag"] = bool(int(part[3:]))
+        elif part.startswith("bm="):  # row tile (block_rows: rows of one program)
+            kw["block_m"] = int(part[3:])
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -228,7 +230,8 @@ def check_verify(log, variants=("",)):
     for var in variants:
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
-                  if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag")}
+                  if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag",
+                           "block_m")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
@@ -250,7 +253,7 @@ def _check_verify_one(log, ref, kw):
                      + torch.randn(1, HKV, D, generator=gen).to("cuda", DTYPE) * 3,
                      torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE)) for n in lens]
             qb = quant_pages(lens, P, "cuda", tokens=toks, gen=gen)[0]
-            for nq in (1, 5):
+            for nq in CHECK_NQ:
                 nq_ = min(nq, min(lens))
                 q = torch.randn(len(lens), nq_, HQ, D, generator=gen).to("cuda", DTYPE)
                 qs = verify_q_start(qb, nq_)
@@ -268,11 +271,18 @@ def _check_verify_one(log, ref, kw):
                     one = torch.empty_like(q[:, i:i + 1])
                     verify_attention(q[:, i:i + 1].contiguous(), *args[1:3], qs + i, *args[4:], out=one)
                     rows_eq &= torch.equal(one[:, 0], out[:, i])
+                # information only: is a row's result the same bits with a row tile twice as wide (same partition)?
+                tile_eq = "-"
+                if "block_m" not in kw and kw.get("batch_invariant", True):
+                    wide = torch.empty_like(out)
+                    va.verify_attention(*args, out=wide, block_m=2 * va.block_rows(HQ // HKV), **kw)
+                    tile_eq = torch.equal(wide, out)
                 bad = (~torch.isfinite(out)).sum().item()
                 ok = err < 1e-2 and sc_err < 5e-2 and same_nan and rows_eq and bad == 0
                 worst = max(worst, err if err == err else float("inf"))
                 log(f"check verify {kw} P={P} lens={lens} nq={nq_}: rel err {err:.2e} score max abs err {sc_err:.1e} "
-                    f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} -> {'ok' if ok else 'FAIL'}")
+                    f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} wide-tile-bits-equal {tile_eq} -> "
+                    f"{'ok' if ok else 'FAIL'}")
     return worst
 
 
@@ -334,6 +344,9 @@ def _check_draft_one(log, kw, pages):
     return worst
 
 
+CHECK_NQ = [1, 5]  # window rows the verify check runs (main adds --nq)
+
+
 def _set_heads(text: str) -> None:
     """--heads HQ:HKV: every case builder here and in kernel_cases reads these module globals at call time."""
     global HQ, HKV
@@ -355,8 +368,8 @@ def main():
     ap.add_argument("--ratio", type=float, default=0.07)
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
     ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
-                    help="comma list: '' new kernel, off = scores off, v0 = previous kernel, "
-                         "nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2 overrides")
+                    help="comma list: '' new kernel, off = scores off, v0 = previous kernel, bf = batch-following "
+                         "splits, nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2/kf=0|1/bm=16|32|64 overrides")
     ap.add_argument("--check-variants", default=",nw=8,pp=2/nw=8",
                     help="verify variants (comma list, pp=/nw=/qa= parts used) that the correctness check runs")
     ap.add_argument("--heads", default="",
@@ -368,6 +381,8 @@ def main():
     a = ap.parse_args()
     if a.heads:
         _set_heads(a.heads)
+    if a.nq not in CHECK_NQ:
+        CHECK_NQ.append(a.nq)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = []

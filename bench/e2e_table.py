@@ -16,7 +16,7 @@ column only: the Python client handles one SSE event per token for bf16/int8 but
 speculation, so it saturates first on the non-speculative modes and flatters speculation. "best" = the fastest
 quantspec mode of the cell (spec modes at their best measured γ); "spec-auto" = the auto-off server
 (``--quantspec-speculate auto``). e2e_default.json, when present, is its own table: what ``--spec-algo quantspec``
-alone gives (top-k-head pages, γ = 6, speculating every step, SGLang's overlap scheduler; spec-sync = the same on the
+alone gives (top-k-head pages, the default γ, speculating every step, SGLang's overlap scheduler; spec-sync = the same on the
 non-overlap scheduler) next to stock BF16 measured in the same run. Targets (issue 5), on the log speedup: best >= 3.0x where batch x context >= 256k tokens, and
 >= 1.0x in every cell.
 """
@@ -242,9 +242,11 @@ def main(argv=None):
     default = load("e2e_default.json")
     if default:
         sync = any(r.get("mode") == "spec-sync" for r in default.get("rows", []))
-        parts += e2e_tables(default, title="Default server (`--spec-algo quantspec` alone: top-k-head pages, γ=6, "
-                                             "SGLang's overlap scheduler" + ("; spec-sync = the same with "
-                                             "`--disable-overlap-schedule`" if sync else "") + ")")
+        gammas = sorted({r.get("gamma") for r in default.get("rows", []) if r.get("mode") == "spec-topk"})
+        g = "/".join(str(x) for x in gammas) or "?"
+        parts += e2e_tables(default, title=f"Default server (`--spec-algo quantspec` alone: top-k-head pages, γ={g}, "
+                                           "SGLang's overlap scheduler" + ("; spec-sync = the same with "
+                                           "`--disable-overlap-schedule`" if sync else "") + ")")
     acc = [(n, d) for n in ACCEPTANCE_FILES if (d := load(n))]
     names = {m.get("model_path"): m.get("model") for m in (e2e or {}).get("runs", []) if m.get("model_path")}
     parts += acceptance_table(acc, names=names) if acc else ["<!-- acceptance: not measured yet -->", ""]

@@ -100,9 +100,10 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None):
            "(Llama-3-8B shapes)")
 
 
-def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, lse=0, kf=None):
+def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, lse=0, kf=None, g=4, bm=None):
     """The verify_attention stage-1 kernel for Llama-3-8B shapes (G=4, P=64, D=128), NQ-independent code; kf: the
-    launcher's key_frag keyword (None: its default)."""
+    launcher's key_frag keyword (None: its default); g: the group size (2: pycode-30m), bm: the row tile (None: the
+    G-only block_rows)."""
     if old:
         sys.path.insert(0, os.path.dirname(__file__))
         import verify_attention_v0 as va
@@ -122,14 +123,15 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
         nr = va.MAXNREG if maxnreg is None else maxnreg
         nw, st, opts = va.NUM_WARPS if nw is None else nw, 1, ({"maxnreg": nr} if nr else {})
         kf = va.key_frag_on(kf, 64, 64, nw, pp, qa)
-        const = dict(G=4, P=64, DH=64, BLOCK_DH=64, BLOCK_M=64 if qa else 32, HAS_SCORES=has_scores,
+        bm = va.block_rows(g) if bm is None else bm
+        const = dict(G=g, P=64, DH=64, BLOCK_DH=64, BLOCK_M=max(64, bm) if qa else bm, HAS_SCORES=has_scores,
                      USE_ASM=True, PP=pp, QA=qa, SCORE_LSE=bool(lse), KF=kf)
         types.update(RAW="*fp32")
     plain = ("sq_n", "spt_j", "ssc_j", "NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r", "C", "S1", "HQ")
     tag = f"verify_attention {'v0' if old else 'new'} scores={'on' if has_scores else 'off'} maxnreg={opts.get('maxnreg')}"
     if not old:
         tag += (f" pages_per_iter={const['PP']} num_warps={nw} rows_as_m={qa} score_kind={'lse' if lse else 'max'}"
-                f" key_frag={int(kf)}")
+                f" key_frag={int(kf)} G={g} BLOCK_M={const['BLOCK_M']}")
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
@@ -142,6 +144,7 @@ if __name__ == "__main__":
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
                    nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv["kf"]) if "kf" in kv else None)
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1] [kf=1]
+        # [g=2] [bm=32]
         args = sys.argv[2:]
         kw = dict(old="old" in args, maxnreg=next((int(a) for a in args if a.isdigit()), None))
         if not kw["old"]:
@@ -149,6 +152,8 @@ if __name__ == "__main__":
                       nw=next((int(a[3:]) for a in args if a.startswith("nw=")), None),
                       qa=next((int(a[3:]) for a in args if a.startswith("qa=")), 0),
                       lse=next((int(a[4:]) for a in args if a.startswith("lse=")), 0),
-                      kf=next((int(a[3:]) for a in args if a.startswith("kf=")), None))
+                      kf=next((int(a[3:]) for a in args if a.startswith("kf=")), None),
+                      g=next((int(a[2:]) for a in args if a.startswith("g=")), 4),
+                      bm=next((int(a[3:]) for a in args if a.startswith("bm=")), None))
         _verify(**kw)
         _verify(**kw, has_scores=False)

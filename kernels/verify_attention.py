@@ -4,11 +4,13 @@ Semantics: docs/CONTRACTS.md and the pure-torch twin ``verify_attention_ref.py``
 
 Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
 * a program owns ``BLOCK_M`` query rows of one KV head: row ``r = slot * G + g`` (``g`` = query head of the group,
-  ``slot`` = window row, the two score rows first). ``BLOCK_M`` depends on ``G`` only (rows for 8 window positions,
-  16…64, at least 2G), never on NQ, and NQ-dependent scalars are not specialized: a row goes through the same tiles
-  and the same operations whether it is verified with γ others (NQ = γ+1) or decoded alone (NQ = 1).
-  ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks (1 for γ ≤ 7 and G ≤ 8) sit next to each other on grid axis 0, so they
-  read a page through L2 once.
+  ``slot`` = window row, the two score rows first). With ``batch_invariant=True``, ``BLOCK_M`` depends on ``G``
+  only (rows for 8 window positions, 16…64, at least 2G), never on NQ, and NQ-dependent scalars are not specialized:
+  a row goes through the same tiles and the same operations whether it is verified with γ others (NQ = γ+1) or
+  decoded alone (NQ = 1). ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks (1 for γ ≤ 7 and G ≤ 8) sit next to each other on
+  grid axis 0, so they read a page through L2 once. Otherwise (the server's default) a window of more rows than
+  that tile gets one tile of up to MAX_BLOCK_ROWS rows (pycode-30m, G = 2: one block up to γ = 15), since each
+  extra row block repeats the whole page loop.
 * split 0 reads the ring (full precision, ≤ 2 pages, one page per iteration, rows as the MMA M dimension); split
   ``s ≥ 1`` reads logical pages ``[(s-1)C_b, sC_b)`` through the INT8 view, ``C_b = max(C, cdiv(q_start // P + 1,
   NS))`` for ``NS`` page splits (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
@@ -77,15 +79,25 @@ ROWS_AS_M = 0
 # (bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
 KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
+# MAX_BLOCK_ROWS: the widest row tile block_rows picks for a long window when the launch need not be batch-invariant.
+# 32 is the tile Llama-3-8B's G = 4 verify has always used (255 registers, no spills at 4 warps); for pycode-30m's
+# G = 2 it holds γ+1 <= 16 rows in one block, where the G-only tile of 16 rows needs two blocks from γ = 8 on and
+# so reads every page twice (bench/NOTES_kernels.md, "Row tiles for long windows").
+MAX_BLOCK_ROWS = 32
 
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def block_rows(group: int) -> int:
-    """Rows per program: 8 window positions of G heads, padded to a tl.dot tile, >= 2G (both score rows)."""
-    return max(min(64, max(16, triton.next_power_of_2(8 * group))), triton.next_power_of_2(2 * group))
+def block_rows(group: int, nq: int = 0) -> int:
+    """Rows per program. ``nq = 0`` (batch-invariant launches): 8 window positions of G heads, padded to a tl.dot
+    tile, >= 2G (both score rows), never NQ-dependent. ``nq > 0``: the same, except that a window of more rows gets
+    one tile of up to MAX_BLOCK_ROWS rows instead of several row blocks (each of which reads every page again)."""
+    base = max(min(64, max(16, triton.next_power_of_2(8 * group))), triton.next_power_of_2(2 * group))
+    if nq * group <= base:
+        return base
+    return max(base, min(MAX_BLOCK_ROWS, triton.next_power_of_2(nq * group)))
 
 
 @triton.jit
@@ -301,11 +313,11 @@ def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None):
+                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
-    ``key_frag`` the module's KEY_FRAG."""
+    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile of a launch that is not batch-invariant."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -349,7 +361,11 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
         assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
                    for t in (store.k_scale, store.k_zero))
-    BLOCK_M = max(64, block_rows(G)) if qa else block_rows(G)  # QA: a wgmma warpgroup's M of 64 rows
+    # batch-invariant launches keep the G-only tile (a row's arithmetic must not depend on NQ); otherwise a long
+    # window fits one row block where it can (block_rows)
+    bm = block_rows(G, 0 if batch_invariant else NQ) if block_m is None else int(block_m)
+    assert bm >= max(16, 2 * G) and bm & (bm - 1) == 0, (bm, G)  # a dot tile holding both score rows
+    BLOCK_M = max(64, bm) if qa else bm  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
     pps = max(1, splits.PROGRAMS_PER_SM * 4 // nw)
     c_min = max(1, splits.MIN_TOKENS_PER_SPLIT // P)

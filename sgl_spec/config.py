@@ -3,7 +3,8 @@
 Two ways to turn quantspec on (both use the same KV pool and attention backend):
 
 * ``--speculative-algorithm QUANTSPEC`` (or ``--spec-algo quantspec``): self-speculative decoding. γ is SGLang's
-  ``--speculative-num-steps`` (default 4); each round verifies γ+1 tokens.
+  ``--speculative-num-steps`` (default: ``default_num_draft_steps``, 12 for G <= 2 query heads per KV head, 7 for
+  G = 4); each round verifies γ+1 tokens.
 * ``--attention-backend quantspec``: the INT8 KV cache and its attention view *without* speculation - the
   baseline, and the model that the speculative mode reproduces token for token.
 
@@ -29,9 +30,14 @@ ALGO_NAME = "QUANTSPEC"
 BACKEND_NAME = "quantspec"
 HOT_RING_PAGES = 2  # R in docs/CONTRACTS.md: a γ+1 <= P window touches at most two pages
 DEFAULT_PAGE_SIZE = 64
-# γ when --speculative-num-steps is not given. H200 e2e sweep (pycode-30m, spec-topk, bench/results/e2e.json): γ=6 was
-# the fastest at batch 64 (4k and 15k contexts: 1.56x / 1.59x over stock BF16, γ=4 1.31x / 1.39x), γ=8 at batch 1.
-DEFAULT_NUM_DRAFT_STEPS = 6
+# γ when --speculative-num-steps is not given (default_num_draft_steps): the longest window up to this whose γ+1 rows
+# (times G query heads per KV head) fit one row tile of the verify kernel; a longer window needs a second row block,
+# which reads every page again (kernels/verify_attention.py block_rows). H200 γ sweep, pycode-30m (G = 2), spec-topk,
+# server-log tok/s over stock BF16 in the same run (bench/results/e2e_gamma_sweep.json, 4k-15k x batch 32-128):
+# γ = 12 was the fastest or within 6% of the fastest of γ = 6/8/10/12/15 in all 9 cells (γ = 6, the default before:
+# 1.88-3.58x; γ = 12: 2.01-4.70x). The default server grid at γ = 12 (e2e_default.json, 15 cells): 1.69-3.12x.
+DEFAULT_NUM_DRAFT_STEPS = 12
+MIN_DEFAULT_DRAFT_STEPS = 4  # wide groups (G >= 16) would fit almost no window: take a second row block instead
 # The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default
 # (thousands of request slots) would spend more memory on rings than on pages. Users can raise it explicitly.
 DEFAULT_MAX_RUNNING_REQUESTS = 128
@@ -273,11 +279,29 @@ def _check_model(server_args) -> None:
         raise ValueError(f"{arch}: {e}") from None
 
 
+def default_num_draft_steps(group: int, page_size: int = DEFAULT_PAGE_SIZE) -> int:
+    """γ for a model with ``group`` query heads per KV head when --speculative-num-steps is not given: the longest
+    window up to DEFAULT_NUM_DRAFT_STEPS whose (γ+1) x G rows fit one verify row tile (G = 1, 2: 12; G = 4, 8: 7)."""
+    from sgl_spec.kernels.verify_attention import MAX_BLOCK_ROWS, block_rows
+
+    tile = max(MAX_BLOCK_ROWS, block_rows(group))
+    fits = tile // max(1, group) - 1
+    return max(1, min(DEFAULT_NUM_DRAFT_STEPS, page_size - 1, max(MIN_DEFAULT_DRAFT_STEPS, fits)))
+
+
+def _group_size(server_args) -> int:
+    cfg = server_args.get_model_config().hf_text_config
+    heads = int(cfg.num_attention_heads)
+    return max(1, heads // int(getattr(cfg, "num_key_value_heads", None) or heads))
+
+
 def _configure_speculation(server_args, page_size: int) -> int:
     if server_args.speculative_draft_model_path is not None:
         raise ValueError("quantspec drafts with the target model itself; remove --speculative-draft-model-path")
     gamma = server_args.speculative_num_steps
-    gamma = DEFAULT_NUM_DRAFT_STEPS if gamma is None else int(gamma)
+    if gamma is None and server_args.speculative_num_draft_tokens is not None:
+        gamma = int(server_args.speculative_num_draft_tokens) - 1  # γ+1 verified tokens given instead of γ
+    gamma = default_num_draft_steps(_group_size(server_args), page_size) if gamma is None else int(gamma)
     if not 1 <= gamma <= page_size - 1:
         raise ValueError(f"quantspec needs --speculative-num-steps (γ) in 1..{page_size - 1} for page size "
                          f"{page_size}, got {gamma}")

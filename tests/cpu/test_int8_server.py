@@ -17,7 +17,7 @@ import torch
 
 from harness import launch_server, run_server_expect_failure, server_env
 from oracle import register_view
-from sgl_spec.config import DEFAULT_NUM_DRAFT_STEPS
+from sgl_spec.config import DEFAULT_NUM_DRAFT_STEPS, default_num_draft_steps
 
 pytestmark = pytest.mark.server
 
@@ -120,8 +120,8 @@ def test_radix_prefix_hit_reuses_quantized_pages(server, oracle):
 BAD_FLAGS = {
     "--attention-backend quantspec --page-size 16": "quantspec needs --page-size 32, 64 or 128",
     "--speculative-algorithm QUANTSPEC --speculative-num-steps 64": "--speculative-num-steps (γ) in 1..63",
-    "--spec-algo quantspec --speculative-num-draft-tokens 3":
-        f"set --speculative-num-draft-tokens {DEFAULT_NUM_DRAFT_STEPS + 1}",
+    "--spec-algo quantspec --speculative-num-steps 4 --speculative-num-draft-tokens 3":
+        "set --speculative-num-draft-tokens 5",
     "--spec-algo quantspec --speculative-eagle-topk 4": "set --speculative-eagle-topk 1",
     "--quantspec-min-pages 3": "--quantspec-min-pages only applies with --speculative-algorithm QUANTSPEC",
     "--attention-backend quantspec --enable-hierarchical-cache": "does not support --enable-hierarchical-cache",
@@ -130,6 +130,19 @@ BAD_FLAGS = {
     "--quantspec-speculate never": "--quantspec-speculate only applies with --speculative-algorithm QUANTSPEC",
     "--spec-algo quantspec --quantspec-cost-model /nonexistent.json": "--quantspec-cost-model /nonexistent.json: no",
 }
+
+
+def test_default_gamma_fits_one_verify_row_tile():
+    """The default γ: the longest window up to 12 whose (γ+1) x G rows fit one verify row tile (32 rows, or the
+    G-only tile where that is wider), at least 4, at most page size - 1."""
+    from sgl_spec.kernels.verify_attention import MAX_BLOCK_ROWS, block_rows
+
+    want = {1: 12, 2: 12, 3: 9, 4: 7, 6: 9, 8: 7, 16: 4, 32: 4}
+    assert {g: default_num_draft_steps(g) for g in want} == want
+    for g in (1, 2, 3, 4, 6, 8):  # below the floor of 4 the window still fits: one row block
+        gamma = default_num_draft_steps(g)
+        assert (gamma + 1) * g <= max(MAX_BLOCK_ROWS, block_rows(g)) and block_rows(g, gamma + 1) >= (gamma + 1) * g
+    assert default_num_draft_steps(1, page_size=8) == 7
 
 
 def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
@@ -145,6 +158,8 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     cases["good int8"] = [tiny_llama_fp32, "--attention-backend", "quantspec"]
     cases["good spec"] = [tiny_llama_fp32, "--spec-algo", "quantspec", "--speculative-num-steps", "6",
                           "--page-size", "32", "--quantspec-topk-ratio", "0.2"]
+    cases["good spec, γ+1 given"] = [tiny_llama_fp32, "--spec-algo", "quantspec", "--speculative-num-draft-tokens", "4"]
+    cases["good spec, default γ"] = [tiny_llama_fp32, "--spec-algo", "quantspec"]
     script = textwrap.dedent("""
         import json, sys
         from sglang.srt.plugins import load_plugins
@@ -191,6 +206,11 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
             spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
     want = f"speculative=True, page_size=64, num_draft_steps={DEFAULT_NUM_DRAFT_STEPS}, topk_ratio=0.07, min_pages=3"
     assert want in res["kwargs"]
+    # γ from --speculative-num-draft-tokens alone (γ+1), and the default γ of a G = 2 model (one verify row tile)
+    assert "num_draft_steps=3," in res["good spec, γ+1 given"]["_quantspec"], res["good spec, γ+1 given"]
+    assert default_num_draft_steps(2) == DEFAULT_NUM_DRAFT_STEPS == 12
+    assert f"num_draft_steps={DEFAULT_NUM_DRAFT_STEPS}," in res["good spec, default γ"]["_quantspec"]
+    assert res["good spec, default γ"]["speculative_num_draft_tokens"] == DEFAULT_NUM_DRAFT_STEPS + 1
 
 
 def test_bad_flag_stops_the_real_server_at_startup(tiny_llama_fp32):

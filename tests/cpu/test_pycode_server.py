@@ -151,7 +151,9 @@ def test_spec_metrics_and_mean_accept_length(spec_results):
     for r in spec_results:
         mi = r["meta_info"]
         assert mi["spec_verify_ct"] >= (N_NEW - 1) / (GAMMA + 1)
-        assert 1.0 <= mi["spec_accept_length"] <= GAMMA + 1
+        # SGLang's accept length is completion tokens / verify passes, and the first token comes from the prefill:
+        # at most γ+1 tokens a verify plus that one (40 tokens in 3 rounds of γ = 12 give 13.3)
+        assert 1.0 <= mi["spec_accept_length"] <= GAMMA + 1 + 1.0 / mi["spec_verify_ct"]
         lens.append(mi["spec_accept_length"])
     mean = sum(lens) / len(lens)
     long = [x for (r, x) in zip(spec_results, lens) if r["meta_info"]["prompt_tokens"] > 8 * P]

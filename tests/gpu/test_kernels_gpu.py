@@ -179,6 +179,30 @@ def test_verify_attention(B, ctx, P, nq):
 
 
 @pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("nq", [9, 13, 16])
+def test_verify_long_window(B, ctx, P, nq):
+    """G = 2 (16 query heads over the 8 KV heads) with γ >= 8: the server's partition puts the window's NQ*2 rows in
+    one 32-row tile (block_rows), the batch-invariant one in row blocks of 16; both against the reference."""
+    tri, ref = _kernels("verify_attention")
+    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 1)
+    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
+    q = torch.randn(B, nq, 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)
+    q_start = bt.i32([n - nq for n in bt.lens])
+    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    want = ref(*args, scores=sc_ref)
+    for invariant in (False, True):
+        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+        out = torch.full_like(q, float("nan"))
+        tri(*args, scores=sc, out=out, batch_invariant=invariant)
+        _close(out, want)
+        for b, s0 in enumerate((q_start // P).tolist()):
+            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("P", [64, 128])
 @pytest.mark.parametrize("B", [1, 3, 17])
 def test_quantize_pages(B, P):
     from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref

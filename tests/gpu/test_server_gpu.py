@@ -5,8 +5,8 @@ Run on the GPU machine with the gpu-kit installed and sgl-spec pip-installed:
     SGL_SPEC_TEST_DEVICE=cuda python3 -m pytest -q -s tests/gpu/test_server_gpu.py
 
 * lossless: speculative greedy output equals the non-speculative INT8 mode's output, prompt for prompt (both run the
-  same verify kernel per row; see docs/CONTRACTS.md), with the draft passes replayed from their own CUDA graphs
-  (sgl_spec/draft_graph.py; the log must say so) and, as a cross-check, with eager drafts
+  same verify kernel per row; see docs/CONTRACTS.md), at the default γ and at γ = 12, with the draft passes replayed
+  from their own CUDA graphs (sgl_spec/draft_graph.py; the log must say so) and, as a cross-check, with eager drafts
   (``SGL_SPEC_DRAFT_GRAPHS=off``): one request at a time both draft the same tokens (same accepted-draft
   histograms); wall times are printed;
 * radix: a request sharing complete pages with an earlier one reports cached_tokens > 0 and gives the cold output;
@@ -127,6 +127,23 @@ def _first_diffs(got, want, names):
 def test_spec_greedy_equals_int8_mode_on_gpu(prompts, int8, spec):
     bad = _first_diffs(_ids(spec["serial"]), _ids(int8["serial"]), [n for n, _ in prompts])
     print(f"[gpu] spec == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts; first divergences: {bad}")
+    assert not bad
+
+
+LONG_GAMMA = 12  # γ+1 = 13 rows of G = 2: one 32-row verify tile (kernels/verify_attention.py block_rows)
+
+
+@pytest.fixture(scope="module")
+def spec_long(prompts):
+    return _serve(prompts, SPEC_ARGS + ["--speculative-num-steps", str(LONG_GAMMA)])
+
+
+def test_long_window_spec_equals_int8_mode_on_gpu(prompts, int8, spec_long):
+    """γ = 12: the verify window's rows in one wide tile, the draft ring across a page boundary more often."""
+    bad = _first_diffs(_ids(spec_long["serial"]), _ids(int8["serial"]), [n for n, _ in prompts])
+    acc = [r["meta_info"]["spec_accept_length"] for r in spec_long["serial"]]
+    print(f"[gpu] γ={LONG_GAMMA}: spec == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts, mean accept "
+          f"{sum(acc) / len(acc):.2f}; first divergences: {bad}")
     assert not bad
 
 

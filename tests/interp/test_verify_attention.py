@@ -202,6 +202,39 @@ def test_batch_following_splits(monkeypatch, case_i, num_splits):
     torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
 
 
+# γ >= 8 at G = 2 (pycode-30m): more rows than the G-only tile of 16; a window crossing a page boundary, one inside
+# a page, one with no INT8 page; and G = 4 with 36 rows (more than MAX_BLOCK_ROWS: still two row blocks)
+LONG_CASES = [
+    (3, 9, 4, 2, 64, 32, torch.float16, [90, 40, 5], None),
+    (2, 13, 4, 2, 128, 64, torch.bfloat16, [250, 129], (0, 12)),
+    (1, 16, 2, 1, 64, 32, torch.float16, [77], None),
+    (2, 9, 8, 2, 64, 32, torch.bfloat16, [100, 33], None),
+]
+LONG_TILES = [(16, 16, 32), (16, 16, 32), (16, 16, 32), (32, 32, 32)]  # G-only, NQ = 1, NQ: rows a program
+
+
+@pytest.mark.parametrize("case_i", range(len(LONG_CASES)))
+def test_long_window_row_tile(monkeypatch, case_i):
+    """A long window (NQ * G above the G-only tile) takes one row tile of up to MAX_BLOCK_ROWS rows when the launch
+    need not be batch-invariant, and the G-only tile (several row blocks) when it must: both against the reference,
+    scores included, with the default partition and with splits of one or two pages."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = LONG_CASES[case_i]
+    G = Hq // Hkv
+    assert va.MAX_BLOCK_ROWS == 32
+    assert (va.block_rows(G), va.block_rows(G, 1), va.block_rows(G, NQ)) == LONG_TILES[case_i]
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 11)
+    sm_scale = 1.0 / math.sqrt(D)
+    ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
+    for mode in few_and_many_splits(monkeypatch):
+        for invariant in (False, True):
+            fn = functools.partial(va.verify_attention, batch_invariant=invariant)
+            out, sc = run(fn, case, sm_scale, True, score_rows)
+            torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True),
+                                       msg=lambda m: f"{mode} splits, invariant={invariant}: {m}")
+            check_scores_written(sc, case[3], P)
+            torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
+
+
 def test_splits_for_batch_rule(monkeypatch):
     """NS follows B (whole waves of B * Hkv * RB * (NS + 1) programs on 2 * 132 slots), never more than the pages
     allow; the cases measured on the H200 (bench/results/dev_kernels_splits.log)."""
