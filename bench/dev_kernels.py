@@ -220,7 +220,7 @@ def bench_verify(cfgs, nq, gbps, log, variants):
     return rows
 
 
-def check_verify(log, variants=("",)):
+def check_verify(log, variants=("",), nqs=(1, 5)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
     included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
     pp=/nw=/qa= combination among ``variants`` is checked."""
@@ -235,11 +235,11 @@ def check_verify(log, variants=("",)):
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
-        worst = max(worst, _check_verify_one(log, ref, kw))
+        worst = max(worst, _check_verify_one(log, ref, kw, nqs))
     return worst
 
 
-def _check_verify_one(log, ref, kw):
+def _check_verify_one(log, ref, kw, nqs):
     from sgl_spec.kernels import verify_attention as va
 
     def verify_attention(*a, **k):
@@ -253,7 +253,7 @@ def _check_verify_one(log, ref, kw):
                      + torch.randn(1, HKV, D, generator=gen).to("cuda", DTYPE) * 3,
                      torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE)) for n in lens]
             qb = quant_pages(lens, P, "cuda", tokens=toks, gen=gen)[0]
-            for nq in CHECK_NQ:
+            for nq in nqs:
                 nq_ = min(nq, min(lens))
                 q = torch.randn(len(lens), nq_, HQ, D, generator=gen).to("cuda", DTYPE)
                 qs = verify_q_start(qb, nq_)
@@ -344,9 +344,6 @@ def _check_draft_one(log, kw, pages):
     return worst
 
 
-CHECK_NQ = [1, 5]  # window rows the verify check runs (main adds --nq)
-
-
 def _set_heads(text: str) -> None:
     """--heads HQ:HKV: every case builder here and in kernel_cases reads these module globals at call time."""
     global HQ, HKV
@@ -381,8 +378,6 @@ def main():
     a = ap.parse_args()
     if a.heads:
         _set_heads(a.heads)
-    if a.nq not in CHECK_NQ:
-        CHECK_NQ.append(a.nq)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = []
@@ -398,7 +393,7 @@ def main():
     if not a.skip_check and (a.draft or a.draft_sparse):
         res["draft_check_worst_rel"] = check_draft(log, parse_variants(a.variants))
     if not a.skip_check and a.verify:
-        res["verify_check_worst_rel"] = check_verify(log, a.check_variants.split(","))
+        res["verify_check_worst_rel"] = check_verify(log, a.check_variants.split(","), sorted({1, 5, a.nq}))
     res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
     if a.draft_sparse:
         res["rows"] += bench_draft(cfg(a.draft_sparse), parse_variants(a.variants), gbps, log, a.eager,

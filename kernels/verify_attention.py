@@ -317,7 +317,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
-    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile of a launch that is not batch-invariant."""
+    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape

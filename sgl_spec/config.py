@@ -282,17 +282,18 @@ def _check_model(server_args) -> None:
 def default_num_draft_steps(group: int, page_size: int = DEFAULT_PAGE_SIZE) -> int:
     """γ for a model with ``group`` query heads per KV head when --speculative-num-steps is not given: the longest
     window up to DEFAULT_NUM_DRAFT_STEPS whose (γ+1) x G rows fit one verify row tile (G = 1, 2: 12; G = 4, 8: 7)."""
-    from sgl_spec.kernels.verify_attention import MAX_BLOCK_ROWS, block_rows
+    from sgl_spec.kernels.verify_attention import block_rows
 
-    tile = max(MAX_BLOCK_ROWS, block_rows(group))
-    fits = tile // max(1, group) - 1
-    return max(1, min(DEFAULT_NUM_DRAFT_STEPS, page_size - 1, max(MIN_DEFAULT_DRAFT_STEPS, fits)))
+    cap = min(DEFAULT_NUM_DRAFT_STEPS, page_size - 1)
+    # the kernel's own rule decides the tile a γ+1-row window gets (the server's partition)
+    fits = [g for g in range(1, cap + 1) if (g + 1) * group <= block_rows(group, g + 1)]
+    return min(cap, max(MIN_DEFAULT_DRAFT_STEPS, max(fits, default=1)))
 
 
 def _group_size(server_args) -> int:
-    cfg = server_args.get_model_config().hf_text_config
-    heads = int(cfg.num_attention_heads)
-    return max(1, heads // int(getattr(cfg, "num_key_value_heads", None) or heads))
+    """Query heads per KV head on one rank, as the attention backend's launches see them."""
+    mc, tp = server_args.get_model_config(), max(1, server_args.tp_size or 1)
+    return max(1, (mc.num_attention_heads // tp) // mc.get_num_kv_heads(tp))
 
 
 def _configure_speculation(server_args, page_size: int) -> int:
