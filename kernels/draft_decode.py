@@ -170,11 +170,13 @@ def _draft_decode_kernel(
     pid_ptr, s_pb, s_ph, np_ptr, MAXP,
     hk_ptr, hv_ptr, s_hs, s_hr, s_hn, s_hh,
     hslot_ptr, hstart_ptr, hlen_ptr,
+    nk_ptr, nv_ptr, s_nb, s_nh,
     m_ptr, l_ptr, acc_ptr,
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
+    WRITE_NEW: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -207,6 +209,20 @@ def _draft_decode_kernel(
         q_ok = g_ok[:, None] & c_ok[None, :]
         qh_lo = tl.load(q_row[:, None] + offs_c[None, :], mask=q_ok, other=0.0).to(tl.float32)
         qh_hi = tl.load(q_row[:, None] + offs_c[None, :] + HALF, mask=q_ok, other=0.0).to(tl.float32)
+        if WRITE_NEW:
+            # The query's own K/V (position start + hlen - 1) go into the ring here instead of in a ring_write launch
+            # of their own (a draft pass is launch-bound on small models). Only this program reads the ring in this
+            # launch; the barrier makes its threads' stores visible to its own loads below (CUDA: __syncthreads
+            # orders global memory within a block).
+            pn = start + hlen - 1
+            dst = slot * s_hs + ((pn // P) % _RING_C).to(tl.int64) * s_hr + (pn % P).to(tl.int64) * s_hn + h * s_hh
+            src = b.to(tl.int64) * s_nb + h.to(tl.int64) * s_nh + offs_c
+            ty = hk_ptr.dtype.element_ty
+            tl.store(hk_ptr + dst + offs_c, tl.load(nk_ptr + src, mask=c_ok).to(ty), mask=c_ok)
+            tl.store(hk_ptr + dst + offs_c + HALF, tl.load(nk_ptr + src + HALF, mask=c_ok).to(ty), mask=c_ok)
+            tl.store(hv_ptr + dst + offs_c, tl.load(nv_ptr + src, mask=c_ok).to(ty), mask=c_ok)
+            tl.store(hv_ptr + dst + offs_c + HALF, tl.load(nv_ptr + src + HALF, mask=c_ok).to(ty), mask=c_ok)
+            tl.debug_barrier()
         offs_t = tl.arange(0, HOT_BLOCK)
         for t0 in range(0, hlen, HOT_BLOCK):
             t = t0 + offs_t
@@ -340,12 +356,15 @@ def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
-                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None):
+                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
+                 new_k=None, new_v=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
-    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG)."""
+    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
+    [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
+    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -386,6 +405,13 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         raise ValueError("draft_decode: scale and zero tensors need equal strides")
     if hot_v.stride() != hot_k.stride():
         raise ValueError("draft_decode: hot_k and hot_v need equal strides")
+    if (new_k is None) != (new_v is None):
+        raise ValueError("draft_decode: give both new_k and new_v, or neither")
+    if new_k is not None:
+        _check("new_k", new_k, (B, Hkv, D), fl, dev)
+        _check("new_v", new_v, (B, Hkv, D), fl, dev)
+        if new_k.stride() != new_v.stride():
+            raise ValueError("draft_decode: new_k and new_v need equal strides")
 
     # ---- allocate
     if out is None:
@@ -425,12 +451,14 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         hk_ptr=hot_k, hv_ptr=hot_v, s_hs=hot_k.stride(0), s_hr=hot_k.stride(1), s_hn=hot_k.stride(2),
         s_hh=hot_k.stride(3),
         hslot_ptr=hot_slot, hstart_ptr=hot_start, hlen_ptr=hot_len,
+        nk_ptr=hot_k if new_k is None else new_k, nv_ptr=hot_v if new_v is None else new_v,
+        s_nb=0 if new_k is None else new_k.stride(0), s_nh=0 if new_k is None else new_k.stride(1),
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part,
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad),
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
     _draft_decode_merge_kernel[(B * Hq,)](

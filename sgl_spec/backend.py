@@ -184,37 +184,19 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         return self.req_to_token_pool.req_to_token[:, :: self.P], self.P
 
     def _decode_metadata(self, fb) -> _Decode:
-        P = self.P
+        """One ``window_meta`` launch per forward (kernels/window_meta_ref.py has the formulas): a draft pass runs γ
+        times a round and is launch-bound on small models, and these were ~16 torch launches per draft pass and ~30
+        per verify. Drafts never quantize (the verify rewrites their positions) and a sparse draft reads its own page
+        lists: no page table, no completed page."""
+        d = self._draft
+        table = None if d is not None and d.page_ids is not None else self.req_to_token_pool.req_to_token
+        m = ops.window_meta(fb.positions, fb.req_pool_indices, self.P, R, req_to_token=table,
+                            completions=d is None, window_start=None if d is None else d.window_start)
         B = fb.req_pool_indices.shape[0]
         nq = fb.positions.shape[0] // max(B, 1)
-        pos = fb.positions.long().view(B, nq)
-        slots = fb.req_pool_indices.long()
-        q_start = pos[:, 0]
-        w_row = _ring_rows(slots.repeat_interleave(nq), pos.view(-1), P)
-        if self._draft is not None:
-            # Drafts never quantize (the verify rewrites these positions) and a sparse draft reads its own page
-            # lists: no page table, no completed pages. Every kernel skipped here runs γ times a round, inside a
-            # pass that is launch-bound on small models.
-            page_table = self.page_table(slots) if self._draft.page_ids is None else None
-            tok = _Tokens(w_row=w_row, q_rows=None, q_pages=None)
-        else:
-            page_table = self.page_table(slots)
-            # The window q_start … q_start+nq-1 (nq <= P) completes at most page q_start//P.
-            j = torch.div(q_start, P, rounding_mode="floor")
-            completes = (j + 1) * P <= q_start + nq
-            phys = page_table.gather(1, j.clamp(max=page_table.shape[1] - 1).view(B, 1)).view(B)
-            tok = _Tokens(
-                w_row=w_row,
-                q_rows=(slots * R + torch.remainder(j, R)) * P,
-                q_pages=torch.where(completes, phys, torch.zeros_like(phys)).to(torch.int32),
-            )
-        md = _Decode(tok, slots.to(torch.int32), q_start.to(torch.int32), page_table, nq)
-        if self._draft is not None:  # once a forward, not once a layer (a draft pass is launch-bound on small models)
-            first_page = torch.div(self._draft.window_start, P, rounding_mode="floor")
-            md.hot_start = (first_page * P).to(torch.int32)
-            md.hot_len = md.q_start - md.hot_start + 1
-            md.dense_pages = first_page.to(torch.int32)
-        return md
+        tok = _Tokens(w_row=m.w_row, q_rows=m.q_rows, q_pages=m.q_pages)
+        return _Decode(tok, m.slots, m.q_start, m.page_table, nq, hot_start=m.hot_start, hot_len=m.hot_len,
+                       dense_pages=m.dense_pages)
 
     def _extend_metadata(self, fb) -> _Extend:
         P = self.P
@@ -318,12 +300,13 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         H, D = hot_k.shape[-2:]
         B, nq = md.slots.shape[0], md.nq
         k, v = k.view(-1, H, D), v.view(-1, H, D)
-        self._write_ring(md.tokens, hot_k, hot_v, k, v)
         q4 = q.reshape(B, nq, -1, D)
         if self._draft is not None:
             if nq != 1:
                 raise RuntimeError("quantspec drafting runs one token per request per forward (DECODE)")
-            return self._draft_decode(q4[:, 0], layer, md, store, hot_k, hot_v).view(q.shape[0], -1)
+            # draft_decode writes the token's K/V into the ring itself (one launch a layer less)
+            return self._draft_decode(q4[:, 0], layer, md, store, hot_k, hot_v, k, v).view(q.shape[0], -1)
+        self._write_ring(md.tokens, hot_k, hot_v, k, v)
         ops.quantize_pages(hot_k.view(-1, H, D), hot_v.view(-1, H, D), md.tokens.q_rows, md.tokens.q_pages, store)
         scores = None
         if self.page_scores is not None and forward_batch.forward_mode.is_target_verify():
@@ -343,7 +326,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.verify_q[li, : q4.shape[0]] = q4
         self.verify_scale[li] = scaling
 
-    def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v):
+    def _draft_decode(self, q, layer, md: _Decode, store, hot_k, hot_v, new_k, new_v):
         d = self._draft
         if d.page_ids is None:  # dense: every complete page before the hot pages
             page_ids, num_pages = md.page_table, md.dense_pages
@@ -351,4 +334,4 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
         return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, md.hot_start, md.hot_len,
-                                layer.scaling)
+                                layer.scaling, new_k=new_k, new_v=new_v)

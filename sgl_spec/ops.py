@@ -9,7 +9,7 @@ import os
 
 import torch
 
-_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write")
+_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write", "window_meta")
 
 
 def _use_triton(t: torch.Tensor) -> bool:
@@ -40,3 +40,7 @@ def select_topk_pages(scores, num_eligible, *args, **kw):
 
 def ring_write(hot_k, *args, **kw):
     return _impl("ring_write", _use_triton(hot_k))(hot_k, *args, **kw)
+
+
+def window_meta(positions, *args, **kw):
+    return _impl("window_meta", _use_triton(positions))(positions, *args, **kw)

@@ -105,6 +105,22 @@ def test_statics_match_only_the_captured_layout():
     assert ids4[1].is_contiguous() and n4[1].is_contiguous()  # what draft_decode gets per layer
 
 
+def test_statics_load_once_per_draft_block():
+    """The γ steps of a round replay with the same draft block: only its first step copies."""
+    st = DraftStatics(max_bs=4, num_layers=2, kcap=3, device="cpu")
+    d = SimpleNamespace(window_start=torch.tensor([5, 9]), page_ids=torch.ones((2, 2, 3), dtype=torch.int32),
+                        num_pages=torch.full((2, 2), 3, dtype=torch.int32))
+    st.load(d, 2, 4)
+    st.window_start.fill_(-1)  # would be restored by a second copy
+    st.load(d, 2, 4)
+    assert st.loads == 1 and st.window_start.eq(-1).all()
+    st.load(d, 2, 2)  # another padding: copies
+    assert st.loads == 2 and st.window_start[:2].tolist() == [5, 9]
+    d2 = SimpleNamespace(window_start=torch.tensor([6, 10]), page_ids=d.page_ids, num_pages=d.num_pages)
+    st.load(d2, 2, 2)  # the next round's block: copies
+    assert st.loads == 3 and st.window_start[:2].tolist() == [6, 10]
+
+
 def test_routed_swaps_the_runner_and_restores_the_war_event():
     verify_runner, draft_runner = object(), object()
     mr = SimpleNamespace(decode_cuda_graph_runner=verify_runner, war_fastpath_read_done_event=None)

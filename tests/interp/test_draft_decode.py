@@ -197,6 +197,54 @@ def test_triton_empty_page_table(device):
     torch.testing.assert_close(out.cpu(), ref, atol=1e-2, rtol=1e-2)
 
 
+def _new_token_case(case, device, seed):
+    """A CASES case plus the query's own K/V as SGLang hands them over (slices of the fused qkv output), and its ring
+    row poisoned with NaN: a launch that reads the ring before writing it returns NaN."""
+    B, Hq, Hkv, D, P, n_pages, hot, dt, ns = CASES[case]
+    dtype = DTYPES[dt]
+    args = make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    qkv = torch.randn(B, Hq + 2 * Hkv, D, generator=g).to(dtype).to(device)
+    new_k, new_v = qkv[:, Hq:Hq + Hkv], qkv[:, Hq + Hkv:]
+    pos = (args["hot_start"] + args["hot_len"] - 1).long().cpu()
+    slot = args["hot_slot"].long().cpu()
+    for t in (args["hot_k"], args["hot_v"]):
+        t[slot, (pos // P) % 2, pos % P] = float("nan")
+    return args, new_k, new_v, ns, dtype
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_triton_writes_the_new_token_into_the_ring(case, device):
+    """new_k / new_v: the launch writes the query's own K/V into the ring (the hot-token program, before it reads it)
+    instead of a ring_write launch: the ring afterwards equals the reference's (bit-exact, a copy) and the output
+    matches the reference's, which writes the ring and then attends."""
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    args, new_k, new_v, ns, dtype = _new_token_case(case, device, seed=40 + case)
+    ref_args = dict(_to(args, "cpu"), hot_k=args["hot_k"].cpu().clone(), hot_v=args["hot_v"].cpu().clone())
+    ref = draft_decode_ref(**ref_args, out=torch.empty(args["q"].shape), new_k=new_k.cpu(), new_v=new_v.cpu())
+    out = torch.full(args["q"].shape, float("nan"), dtype=dtype, device=device)
+    draft_decode(**args, out=out, num_splits=ns, new_k=new_k, new_v=new_v)
+    for name in ("hot_k", "hot_v"):  # the poisoned rows were written, nothing else changed
+        assert torch.equal(args[name].cpu(), ref_args[name]) and not ref_args[name].isnan().any()
+    assert not ref.isnan().any()
+    torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype])
+    # and the same as a separate ring write followed by the plain launch, exactly
+    again = torch.full_like(out, float("nan"))
+    draft_decode(**args, out=again, num_splits=ns)
+    assert torch.equal(again, out)
+
+
+def test_new_token_arguments_are_checked(device):
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    args, new_k, new_v, ns, dtype = _new_token_case(1, device, seed=3)
+    with pytest.raises(ValueError, match="both new_k and new_v"):
+        draft_decode(**args, new_k=new_k)
+    with pytest.raises(ValueError, match="new_v has shape"):
+        draft_decode(**args, new_k=new_k, new_v=new_v[:, :1])
+
+
 # ---- reference-only checks (CPU) -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dt", ["bf16", "fp32"])
 def test_ref_matches_dense_oracle(dt):
