@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import torch
 
+from sgl_spec.kernels.ring_write_ref import ring_write
+from sgl_spec.kernels.window_meta_ref import ring_rows
+
 RING = 2  # hot ring pages per slot (CONTRACTS.md)
 _CHUNK_ELEMS = 1 << 24  # K elements gathered per batch chunk (fp32 codes: 64 MiB, values the same)
 
@@ -27,11 +30,7 @@ def draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_star
     B, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     if new_k is not None:  # the query's own K/V into the ring first (position hot_start + hot_len - 1)
-        pos = hot_start.long() + hot_len.long() - 1
-        row = (hot_slot.long() * RING + torch.remainder(torch.div(pos, P, rounding_mode="floor"), RING)) * P \
-            + torch.remainder(pos, P)
-        hot_k.view(-1, Hkv, D).index_copy_(0, row, new_k.to(hot_k.dtype))
-        hot_v.view(-1, Hkv, D).index_copy_(0, row, new_v.to(hot_v.dtype))
+        ring_write(hot_k, hot_v, ring_rows(hot_slot, hot_start.long() + hot_len.long() - 1, P, RING), new_k, new_v)
     if out is None:
         out = torch.empty_like(q)
     n = num_pages.long().clamp(0, page_ids.shape[-1])  # page_ids [B, KCAP] or per kv head [B, Hkv, KCAP]

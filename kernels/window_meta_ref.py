@@ -43,6 +43,14 @@ class WindowMeta(NamedTuple):
     dense_pages: Optional[torch.Tensor] = None
 
 
+def ring_rows(slot: torch.Tensor, pos: torch.Tensor, P: int, R: int) -> torch.Tensor:
+    """Flat hot-ring row of each token, ``hot[slot, (pos // P) % R, pos % P]`` as a row of ``hot.view(-1, H, D)``
+    (int64; ``slot`` and ``pos`` broadcast). The one torch form of the ring's layout (docs/CONTRACTS.md, "Hot ring"):
+    this reference, the prefill metadata and draft_decode's reference use it."""
+    return (slot.long() * R + torch.remainder(torch.div(pos.long(), P, rounding_mode="floor"), R)) * P \
+        + torch.remainder(pos.long(), P)
+
+
 def check(positions, req_pool_indices, P, R, req_to_token, completions, window_start):
     B = req_pool_indices.shape[0]
     if req_pool_indices.dim() != 1 or positions.dim() != 1:
@@ -70,8 +78,7 @@ def window_meta(positions, req_pool_indices, P: int, R: int, req_to_token=None, 
     B, nq = check(positions, req_pool_indices, P, R, req_to_token, completions, window_start)
     pos = positions.long()
     slot = req_pool_indices.long()
-    w_row = (slot.repeat_interleave(nq) * R + torch.remainder(torch.div(pos, P, rounding_mode="floor"), R)) * P \
-        + torch.remainder(pos, P)
+    w_row = ring_rows(slot.repeat_interleave(nq), pos, P, R)
     q0 = pos.view(B, nq)[:, 0] if B else pos[:0]
     page_table = q_rows = q_pages = hot_start = hot_len = dense_pages = None
     if req_to_token is not None:

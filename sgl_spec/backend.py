@@ -26,6 +26,7 @@ import torch
 from sgl_spec import ops
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
+from sgl_spec.kernels.window_meta_ref import ring_rows
 from sgl_spec.prefill_ref import extend_attention
 
 logger = logging.getLogger(__name__)
@@ -75,12 +76,6 @@ class _Draft:  # set by the worker through draft_mode()
     window_start: torch.Tensor  # [B] first position of the round (kept by reference: a captured graph reads it)
     page_ids: Optional[torch.Tensor]  # [L, B, KCAP] int32 physical ids, or None = dense
     num_pages: Optional[torch.Tensor]  # [L, B] int32
-
-
-def _ring_rows(slot: torch.Tensor, pos: torch.Tensor, P: int) -> torch.Tensor:
-    """Flat hot-ring row of each token: ``hot[slot, (pos // P) % R, pos % P]`` as a row of ``hot.view(-1, H, D)``."""
-    ring = torch.remainder(torch.div(pos, P, rounding_mode="floor"), R)
-    return (slot.long() * R + ring) * P + torch.remainder(pos, P)
 
 
 class QuantSpecAttnBackend(_attention_backend_base()):
@@ -236,7 +231,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
                                           lens_t, output_size=T)
         keep = torch.div(pos, P, rounding_mode="floor") >= torch.div(tok_end - 1, P, rounding_mode="floor") - (R - 1)
         tok = _Tokens(
-            w_row=_ring_rows(torch.where(keep, tok_slot, torch.zeros_like(tok_slot)), pos, P),
+            w_row=ring_rows(torch.where(keep, tok_slot, torch.zeros_like(tok_slot)), pos, P, R),
             q_rows=torch.tensor(rows, dtype=torch.long, device=dev),
             q_pages=q_pages.to(torch.int32),
         )
