@@ -117,6 +117,7 @@ def e2e_tables(doc: dict, title: str = "Decode throughput") -> list[str]:
                     f"{c} batch {b}: {_k(r[CLIENT])} tok/s at the client vs {_k(r[LOG])} in the log), so client "
                     "ratios flatter speculation. The issue's stock baseline is the server-log rate.", ""]
         out += _targets("best mode", bests) + _targets("auto-off server (spec-auto)", autos) + [""]
+        out += _repeats_note(rows)
         kv = {m: next((r.get("kv_bytes_per_token") for r in rows if r["mode"] == m and r.get("kv_bytes_per_token")),
                       None) for m in ["bf16"] + modes}
         quant = {v for m, v in kv.items() if m != "bf16" and v}
@@ -133,6 +134,22 @@ def e2e_tables(doc: dict, title: str = "Decode throughput") -> list[str]:
                 {f"{r['mode']} ctx {r['ctx']} b {r['batch']}: {str(r.get('reason'))[:60]}" for r in skipped})[:6])
                 + ")", ""]
     return out
+
+
+def _repeats_note(rows) -> list[str]:
+    """For files merged by bench/e2e_merge.py: how many runs each rate is the median of, and how far runs strayed."""
+    rep = [r for r in rows if r.get("status") == "ok" and r.get("repeats")]
+    if not rep:
+        return []
+    parts = []
+    for mode in sorted({r["mode"] for r in rep}):
+        mine = [r for r in rep if r["mode"] == mode]
+        n = sorted({r["repeats"] for r in mine})
+        spreads = [max(v) / min(v) for r in mine if len(v := [x for x in r.get("repeat_log_tok_per_s") or [] if x]) > 1]
+        parts.append(f"{mode} {'/'.join(map(str, n))} run(s)" + (
+            f" (a cell's fastest run over its slowest: up to {max(spreads):.2f}x)" if spreads else ""))
+    return ["Each rate is the median over separate server runs, back to back on one machine (bench/e2e_merge.py; "
+            "× = median over median): " + "; ".join(parts) + ".", ""]
 
 
 def _targets(label, vals) -> list[str]:

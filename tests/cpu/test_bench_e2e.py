@@ -293,6 +293,40 @@ def test_results_derive_speedups_alpha_and_gamma_choice():
     assert e2e_results.done(doc, _row("int8", 0, 8192, 32, 0)) and not e2e_results.done(doc, _row("int8", 0, 1, 1, 0))
 
 
+def test_merge_takes_each_cells_median_run_and_recomputes_speedups():
+    import e2e_merge
+
+    cfg = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 8192}
+    # three runs of one cell: bf16 100 / 150 / 90 (median 100), spec 330 / 300 / 310 (median 310, τ of that run)
+    docs = []
+    for bf, sp, tau in ((100.0, 330.0, 9.0), (150.0, 300.0, 8.0), (90.0, 310.0, 8.5)):
+        rows = [{**_row("bf16", 0, 15360, 32, bf * 0.8), "log_tok_per_s": bf},
+                {**_row("spec-topk", 12, 15360, 32, sp * 0.9, tau=tau), "log_tok_per_s": sp}]
+        docs.append({"meta": {}, "runs": [{"argv": ["run"]}], "rows": rows, "models": {"m": {"config": cfg,
+                                                                                           "page_size": 64}}})
+    docs[1]["rows"].append({**_row("int8", 0, 15360, 32, 0.0), "status": "failed", "reason": "server died"})
+    out = e2e_merge.merge(docs, ["a", "b", "c"])
+    by = {r["mode"]: r for r in out["rows"]}
+    assert by["bf16"]["log_tok_per_s"] == 100.0 and by["bf16"]["repeat_log_tok_per_s"] == [100.0, 150.0, 90.0]
+    assert by["spec-topk"]["log_tok_per_s"] == 310.0 and by["spec-topk"]["accept_length"] == 8.5  # one run's row
+    assert by["spec-topk"]["repeats"] == 3 and by["spec-topk"]["repeat_files"] == [0, 1, 2]
+    assert by["spec-topk"]["log_speedup"] == pytest.approx(3.1)  # median over median, not a same-run ratio
+    assert by["int8"]["status"] == "failed" and len(out["runs"]) == 3 and out["meta"]["merged_from"] == ["a", "b", "c"]
+    # an even count keeps the lower middle run
+    two = e2e_merge.merge(docs[:2], ["a", "b"])
+    assert next(r for r in two["rows"] if r["mode"] == "bf16")["log_tok_per_s"] == 100.0
+    assert any("bf16: 1 cells with >1 run" in line and "worst 1.67" in line for line in e2e_merge.spread(out))
+    # --gen-for: a cell taken only from runs of one length (the others are ignored, whatever their rate)
+    longer = {"meta": {}, "runs": [], "rows": [{**_row("bf16", 0, 15360, 32, 1.0), "log_tok_per_s": 1000.0,
+                                                 "gen": 930}]}
+    g = e2e_merge.merge(docs + [longer], ["a", "b", "c", "d"], {(15360, 32): 930})
+    assert [r["log_tok_per_s"] for r in g["rows"] if r["mode"] == "bf16"] == [1000.0]
+    assert not [r for r in g["rows"] if r["mode"] == "spec-topk"]
+    # the merged file is a normal results file for the table
+    assert "| 15360 | 32 | 480k | 100 | 3.10 (τ=8.50) | **3.10** (spec-topk) |" in "\n".join(e2e_table.e2e_tables(out))
+
+
 @pytest.mark.server
 def test_smoke_run_end_to_end(tmp_path):
     """Two real CPU servers (stock torch_native, quantspec top-k speculation γ=2) on a tiny random Llama with Python
