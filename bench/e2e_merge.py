@@ -31,8 +31,7 @@ import statistics
 from pathlib import Path
 
 import e2e_results
-
-LOG, CLIENT = "log_tok_per_s", "tok_per_s"
+from e2e_table import CLIENT, LOG, run_spread
 
 
 def _rate(r: dict) -> float:
@@ -81,9 +80,9 @@ def spread(doc: dict) -> list[str]:
     """One line per mode: how far single runs strayed from the median (max/min over the cell's runs)."""
     by_mode: dict = {}
     for r in doc["rows"]:
-        vals = [v for v in r.get("repeat_log_tok_per_s") or [] if v]
-        if len(vals) > 1:
-            by_mode.setdefault(r["mode"], []).append((max(vals) / min(vals), r["ctx"], r["batch"]))
+        x = run_spread(r)
+        if x is not None:
+            by_mode.setdefault(r["mode"], []).append((x, r["ctx"], r["batch"]))
     out = []
     for mode, xs in sorted(by_mode.items()):
         worst = max(xs)

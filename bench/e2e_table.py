@@ -136,6 +136,12 @@ def e2e_tables(doc: dict, title: str = "Decode throughput") -> list[str]:
     return out
 
 
+def run_spread(r: dict):
+    """A row merged by bench/e2e_merge.py: its cell's fastest server-log rate over its slowest (None: < 2 runs)."""
+    v = [x for x in r.get("repeat_log_tok_per_s") or [] if x]
+    return max(v) / min(v) if len(v) > 1 else None
+
+
 def _repeats_note(rows) -> list[str]:
     """For files merged by bench/e2e_merge.py: how many runs each rate is the median of, and how far runs strayed."""
     rep = [r for r in rows if r.get("status") == "ok" and r.get("repeats")]
@@ -145,7 +151,7 @@ def _repeats_note(rows) -> list[str]:
     for mode in sorted({r["mode"] for r in rep}):
         mine = [r for r in rep if r["mode"] == mode]
         n = sorted({r["repeats"] for r in mine})
-        spreads = [max(v) / min(v) for r in mine if len(v := [x for x in r.get("repeat_log_tok_per_s") or [] if x]) > 1]
+        spreads = [x for r in mine if (x := run_spread(r)) is not None]
         parts.append(f"{mode} {'/'.join(map(str, n))} run(s)" + (
             f" (a cell's fastest run over its slowest: up to {max(spreads):.2f}x)" if spreads else ""))
     return ["Each rate is the median over separate server runs, back to back on one machine (bench/e2e_merge.py; "
