@@ -154,7 +154,7 @@ def _repeats_note(rows) -> list[str]:
         spreads = [x for r in mine if (x := run_spread(r)) is not None]
         parts.append(f"{mode} {'/'.join(map(str, n))} run(s)" + (
             f" (a cell's fastest run over its slowest: up to {max(spreads):.2f}x)" if spreads else ""))
-    return ["Each rate is the median over separate server runs, back to back on one machine (bench/e2e_merge.py; "
+    return ["Each rate is the median over separate server runs, back to back on one machine per cell (bench/e2e_merge.py; "
             "× = median over median): " + "; ".join(parts) + ".", ""]
 
 

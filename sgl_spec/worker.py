@@ -217,16 +217,22 @@ class QuantSpecWorker(BaseSpecWorker):
         with self._draft_scope(batch, seq0, has_pages), graphs:
             if timer is not None:
                 timer.mark("pages")
+            replayed = None  # the draft graph runner once step 0 replayed one of its graphs
             for i in range(G):
-                batch.forward_mode = ForwardMode.DECODE
-                batch.input_ids = tok
-                batch.out_cache_loc = win_loc[:, i].contiguous()
-                self._set_seq_lens(batch, seq0 + (i + 1), None if seq0_cpu is None else seq0_cpu + (i + 1))
-                batch.spec_info = draft_step
-                out = self.target_worker.forward_batch_generation(
-                    batch, is_verify=True, capture_hidden_mode=CaptureHiddenMode.NULL
-                )
-                logits = out.logits_output.next_token_logits
+                if replayed is not None:  # steps 1 … γ-1: the same graph, new token and position (host-light)
+                    logits = replayed.replay_next(tok, win_pos[:, i])
+                else:
+                    batch.forward_mode = ForwardMode.DECODE
+                    batch.input_ids = tok
+                    batch.out_cache_loc = win_loc[:, i].contiguous()
+                    self._set_seq_lens(batch, seq0 + (i + 1), None if seq0_cpu is None else seq0_cpu + (i + 1))
+                    batch.spec_info = draft_step
+                    out = self.target_worker.forward_batch_generation(
+                        batch, is_verify=True, capture_hidden_mode=CaptureHiddenMode.NULL
+                    )
+                    logits = out.logits_output.next_token_logits
+                    if self._draft_graphs is not None and out.can_run_cuda_graph:
+                        replayed = self._draft_graphs
                 sampling.apply_logit_adjustments(logits, si, 1)
                 tok = logits.argmax(dim=-1)
                 if params is not None:

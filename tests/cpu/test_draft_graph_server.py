@@ -64,6 +64,9 @@ def test_eager_replayed_draft_graphs_draft_the_same_tokens(tiny_llama_fp32, int8
         assert out == [int8_ref[i] for i in IDX]
         assert hist == eager_drafts[1]
         assert _replays(srv) >= 1
+        # steps 2 … γ of a round take DraftGraphRunner.replay_next (two buffer copies and the replay), not SGLang's
+        # forward path; the histograms above show they draft what the eager path drafts
+        assert "draft steps after the first of a round replay their graph directly" in srv.log_path.read_text()
         with ThreadPoolExecutor(16) as ex:
             conc = list(ex.map(lambda i: _gen(srv, PROMPTS[i])["output_ids"], range(16)))
         # Batches above the largest captured size (8) draft eagerly, smaller ones replay padded captures.

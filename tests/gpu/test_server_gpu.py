@@ -153,6 +153,8 @@ def test_draft_passes_replay_cuda_graphs(spec):
     replayed = [line for line in log.splitlines() if REPLAYED in line]
     print(f"[gpu] draft graph sizes replayed: {[line.split('(')[-1] for line in replayed]}")
     assert replayed, "the draft passes never replayed a CUDA graph"
+    # steps 2 … γ of a round replay the graph directly (DraftGraphRunner.replay_next), not through SGLang's forward
+    assert "draft steps after the first of a round replay their graph directly" in log
 
 
 def test_graph_drafts_equal_eager_drafts(prompts, spec, spec_eager_drafts):
