@@ -17,9 +17,9 @@ draft pass of a small model is mostly launch overhead, so drafts get graphs of t
 * Step 1 of a round replays through SGLang's forward path (``load_batch`` fills every buffer and the statics); steps
   2 … γ call ``DraftGraphRunner.replay_next``: copy the new token and its position into the graph's buffers and
   replay, the only inputs that change within a round (the backend reads neither ``seq_lens`` nor ``out_cache_loc``).
-* ``routed(runner, model_runner)`` puts it in place of the verify runner for the worker's draft loop, so draft
-  forwards keep SGLang's whole forward path (``ModelRunner.forward``) and fall back to eager where
-  ``can_run_graph`` says no (batch larger than the largest captured size, a dense/sparse mismatch, not drafting).
+* ``routed(runner, model_runner)`` puts it in place of the verify runner for the worker's draft loop, so a round's
+  first draft forward keeps SGLang's whole forward path (``ModelRunner.forward``) and falls back to eager, for the
+  whole round, where ``can_run_graph`` says no (batch larger than the largest captured size, a dense/sparse mismatch, not drafting).
   It restores SGLang's WAR-barrier event afterwards: a draft replay publishes one (DECODE), but the verify and the
   acceptance still run after it, so the scheduler must keep waiting for the whole forward stream.
 
