@@ -79,6 +79,10 @@ class _Draft:  # set by the worker through draft_mode()
 
 
 class QuantSpecAttnBackend(_attention_backend_base()):
+    # Decode/verify metadata is built on the device from seq_lens alone, so SGLang's overlap scheduler need not copy
+    # the published lengths to the host before each round (which would serialize the rounds: war_release.py).
+    needs_cpu_seq_lens = False
+
     def __init__(self, model_runner, resolved_name: str, cfg: QuantSpecConfig):
         super().__init__()
         from sgl_spec.pool import QuantSpecKVPool

@@ -3,7 +3,8 @@
 Per round the worker marks phase boundaries (``mark("draft")`` when the drafts are enqueued, …). Each mark takes a
 host timestamp and, on CUDA, records an event on the current stream; nothing waits for the GPU. The events of a
 round are read on the *next* round's start: the scheduler has synchronized on the round's results by then, so
-``elapsed_time`` does not block. The log line gives, per phase, the host time spent enqueuing it and the GPU time
+``elapsed_time`` does not block; a round whose events have not all completed yet (the overlap scheduler lets the host
+start the next round early: war_release.py) stays pending until they have. The log line gives, per phase, the host time spent enqueuing it and the GPU time
 between its events, plus the host time outside the worker (scheduler, detokenizer hand-off, …) between rounds:
 
     quantspec timing: 200 rounds, bs 64.0 | host ms draft 0.41 verify 0.35 accept 0.20 outside 0.95 |
@@ -45,7 +46,7 @@ class PhaseTimer:
         self._intervals = 0  # round starts with a previous round end (outside / wall are per interval)
         self._gpu_rounds = 0
         self._bs = 0
-        self._pending = None  # the previous round's [(name, event)], read once it has surely completed
+        self._pending = []  # earlier rounds' [(name, event)] lists, read once their last event has completed
         self._marks = []
         self._t_last = None
         self._t_end_prev = None
@@ -70,7 +71,7 @@ class PhaseTimer:
 
     def end(self) -> None:
         self._t_end_prev = time.perf_counter()
-        self._pending = self._marks
+        self._pending.append(self._marks)
         self._marks = []
         self._rounds += 1
         if self._rounds % self.every == 0:
@@ -84,13 +85,14 @@ class PhaseTimer:
         return ev
 
     def _read_pending(self) -> None:
-        if not self._pending or not self.cuda:
-            self._pending = None
+        if not self.cuda:
+            self._pending = []
             return
-        for (_, a), (name, b) in zip(self._pending, self._pending[1:]):
-            self._gpu[name] += a.elapsed_time(b) * 1e-3
-        self._gpu_rounds += 1
-        self._pending = None
+        while self._pending and self._pending[0][-1][1].query():
+            marks = self._pending.pop(0)
+            for (_, a), (name, b) in zip(marks, marks[1:]):
+                self._gpu[name] += a.elapsed_time(b) * 1e-3
+            self._gpu_rounds += 1
 
     def _log(self) -> None:
         n, ni, ng = self._rounds, max(self._intervals, 1), max(self._gpu_rounds, 1)

@@ -38,7 +38,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
-from sgl_spec import autooff, draft_graph, pagetable, phase_timer, sampling
+from sgl_spec import autooff, draft_graph, pagetable, phase_timer, sampling, war_release
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
@@ -202,6 +202,8 @@ class QuantSpecWorker(BaseSpecWorker):
         if self._profiler is not None:
             self._profiler.round()
         win_pos, win_loc = self._window(batch, G + 1)  # [bs, G+1] each
+        # From here on the scheduler may prepare the next batch while this round runs (sgl_spec/war_release.py)
+        read_done = war_release.record(batch, dev)
 
         si = batch.sampling_info
         params = self._sampling_params(si)
@@ -271,6 +273,7 @@ class QuantSpecWorker(BaseSpecWorker):
         if batch.return_logprob:
             self._logprobs(batch, logits_output, tokens, accept_lens)
         batch.forward_mode = ForwardMode.DECODE
+        war_release.publish(self.target_worker.model_runner, read_done)
         if timer is not None:
             timer.mark("accept")
             timer.end()
@@ -296,7 +299,11 @@ class QuantSpecWorker(BaseSpecWorker):
         """Σ committed lengths, from the host copies the scheduler keeps (no device sync)."""
         if batch.seq_lens_sum is not None:
             return int(batch.seq_lens_sum)
-        return int(batch.seq_lens_cpu.sum()) if batch.seq_lens_cpu is not None else 0
+        if batch.seq_lens_cpu is not None:
+            return int(batch.seq_lens_cpu.sum())
+        # Overlap scheduling without a host copy of the lengths (the backend's needs_cpu_seq_lens = False): the
+        # requests' host token counts, which lag by at most the round in flight (a cost-model input only).
+        return sum(len(r.origin_input_ids) + len(r.output_ids) for r in batch.reqs)
 
     def on_verify_complete_cpu(self, num_correct_drafts_per_req, batch_size: int = 0) -> None:
         """SGLang's hook once a step's accept counts are on the host: α for the auto-off policy."""

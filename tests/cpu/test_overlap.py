@@ -5,6 +5,7 @@ after step k+1 was launched. The fake target and toy LM are test_worker.py's."""
 import dataclasses
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -23,13 +24,13 @@ class OverlapScheduler:
     published by the worker (on_publish) and gathered before the next forward, the last tokens are stashed from
     next_draft_input and gathered into it, and step k's results are processed after step k+1 was launched."""
 
-    def __init__(self, worker, req_to_token):
+    def __init__(self, worker, req_to_token, needs_cpu_seq_lens=True):
         from sglang.srt.managers.overlap_utils import FutureMap
 
         self.algo = SimpleNamespace(is_none=lambda: False, is_some=lambda: True, is_ngram=lambda: False,
                                     need_topk=lambda: False)
         self.fm = FutureMap(torch.device("cpu"), self.algo, SimpleNamespace(req_to_token=req_to_token),
-                            needs_cpu_seq_lens=True)
+                            needs_cpu_seq_lens=needs_cpu_seq_lens)
         self.worker, self.req_to_token = worker, req_to_token
         self.outs = {}  # slot -> emitted tokens
         self.pending = None  # (slots, result) launched but not processed yet
@@ -89,21 +90,25 @@ class OverlapScheduler:
         idx = torch.tensor(keep)
         batch.reqs = [batch.reqs[i] for i in keep]
         batch.req_pool_indices, batch.req_pool_indices_cpu = batch.req_pool_indices[idx], batch.req_pool_indices_cpu[idx]
-        batch.seq_lens, batch.seq_lens_cpu = batch.seq_lens[idx], batch.seq_lens_cpu[idx]
+        batch.seq_lens = batch.seq_lens[idx]
+        batch.seq_lens_cpu = None if batch.seq_lens_cpu is None else batch.seq_lens_cpu[idx]
         batch.spec_info.filter_batch(idx)
 
     @staticmethod
     def merge(batch, other):
         batch.reqs = batch.reqs + other.reqs
         for f in ("req_pool_indices", "req_pool_indices_cpu", "seq_lens", "seq_lens_cpu"):
-            setattr(batch, f, torch.cat([getattr(batch, f), getattr(other, f)]))
+            a, b = getattr(batch, f), getattr(other, f)
+            setattr(batch, f, None if a is None or b is None else torch.cat([a, b]))
         batch.spec_info.merge_batch(other.spec_info)
 
 
-def test_overlap_scheduling_through_sglangs_future_map(monkeypatch):
+@pytest.mark.parametrize("needs_cpu_seq_lens", [True, False])
+def test_overlap_scheduling_through_sglangs_future_map(monkeypatch, needs_cpu_seq_lens):
     """Greedy output equals the autoregressive target while SGLang's overlap relay feeds the worker: requests leave
     the batch (filter) and join it (merge) between steps, and a joining request drafts from recent pages on its first
-    round (per-slot flag) while the others keep theirs."""
+    round (per-slot flag) while the others keep theirs. needs_cpu_seq_lens=False is what the quantspec backend
+    declares (no host copy of the lengths: the worker sees seq_lens_cpu = seq_lens_sum = None)."""
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)  # a CUDA stream hint; CPU has none
     # reads the process-wide server args, which a unit test has none of; True is its answer for quantspec
     monkeypatch.setattr("sglang.srt.speculative.spec_utils.spec_need_hidden_states", lambda server_args=None: True)
@@ -112,11 +117,12 @@ def test_overlap_scheduling_through_sglangs_future_map(monkeypatch):
     worker = make_worker(gamma, target)
     g = torch.Generator().manual_seed(3)
     req_to_token = torch.randperm(4096, generator=g)[: 8 * MAX_CTX].view(8, MAX_CTX).int()
-    sched = OverlapScheduler(worker, req_to_token)
+    sched = OverlapScheduler(worker, req_to_token, needs_cpu_seq_lens)
     prompts = {5: [3, 1, 4, 1, 5], 2: [9], 7: [2, 6, 5, 3, 5, 8, 9, 7, 9], 6: [7, 7, 1]}
     batch = sched.prefill([prompts[s] for s in (5, 2, 7)], [5, 2, 7])
     for _ in range(2):
         sched.decode(batch)
+    assert (batch.seq_lens_cpu is None) == (not needs_cpu_seq_lens)  # what the worker saw
     sched.keep(batch, [0, 2])  # slot 2 leaves
     sched.decode(batch)
     joining = sched.prefill([prompts[6]], [6])
