@@ -21,7 +21,8 @@ draft pass of a small model is mostly launch overhead, so drafts get graphs of t
   first draft forward keeps SGLang's whole forward path (``ModelRunner.forward``) and falls back to eager, for the
   whole round, where ``can_run_graph`` says no (batch larger than the largest captured size, a dense/sparse mismatch, not drafting).
   It restores SGLang's WAR-barrier event afterwards: a draft replay publishes one (DECODE), but the verify and the
-  acceptance still run after it, so the scheduler must keep waiting for the whole forward stream.
+  acceptance still run after it, and whether the scheduler may prepare the next batch before they finish is the
+  worker's decision for the whole round (sgl_spec/war_release.py: its own event, or none = the whole forward).
 
 No graphs when SGLang captured none (``--disable-cuda-graph``, CPU, …). ``SGL_SPEC_DRAFT_GRAPHS`` (debugging only):
 ``off`` = eager drafts; ``eager`` = build the runner on any device (CPU too) and "replay" by calling the captured
@@ -276,6 +277,7 @@ def routed(runner: Optional[DraftGraphRunner], model_runner):
     finally:
         model_runner.decode_cuda_graph_runner = saved_runner
         # The verify and the acceptance still follow (the page selection after the verify reads req_to_token): the
-        # scheduler must wait for the whole stream, not for the read-done event a draft replay published. SGLang's
-        # TARGET_VERIFY replay publishes none, so this is the one place that keeps the scheduler's WAR barrier whole.
+        # read-done event a draft replay published must not stand for the round. SGLang's TARGET_VERIFY replay
+        # publishes none, so after this the round's event is the worker's alone (war_release.publish), or none: the
+        # scheduler then waits for the whole forward stream.
         model_runner.war_fastpath_read_done_event = saved_event

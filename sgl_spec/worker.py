@@ -273,7 +273,7 @@ class QuantSpecWorker(BaseSpecWorker):
         if batch.return_logprob:
             self._logprobs(batch, logits_output, tokens, accept_lens)
         batch.forward_mode = ForwardMode.DECODE
-        war_release.publish(self.target_worker.model_runner, read_done)
+        war_release.publish(self.war_fastpath_runner, read_done)  # the runner the scheduler's WAR barrier reads
         if timer is not None:
             timer.mark("accept")
             timer.end()
