@@ -56,7 +56,9 @@ def _rope(x, pos, theta):
 @torch.no_grad()
 def forward_qk(cfg, w, ids, rows):
     """Llama forward over ``ids``: (K per layer [Hkv, T, D] after RoPE, Q per layer [Hq, rows, D] of the last
-    ``rows`` positions, logits [T, V])."""
+    ``rows`` positions, logits [T, V]). Written out instead of loading transformers' model (tests/cpu/oracle.py's
+    attention hook) because that import needs a test-only shim on CPU torch (tests/cpu/shims/torchvision_fix.py);
+    tests/cpu/test_attention_mass.py checks it against Hugging Face's logits."""
     hq, hkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim")
     h = cfg["hidden_size"]
     d = d or h // hq
@@ -86,29 +88,46 @@ def forward_qk(cfg, w, ids, rows):
     return ks, qs, _rms(x, w["model.norm.weight"], eps) @ head.T
 
 
-def captured_mass(k, q, T, rows, ratio, lag, page=64, min_pages=8, sink_pages=1):
-    """Captured mass [rows - lag, Hq] of one layer (module docstring): rows ``j = lag … rows-1`` of ``q`` (positions
-    ``T - rows + j``) drafted with the pages selected from row ``j - lag``."""
+def row_stats(k, q, T, rows, page=64):
+    """Per analysed row j (position ``t = T - rows + j``) of one layer: its softmax [Hq, t + 1] and the verify-rule
+    page scores [n] of its ``n = t // page`` complete pages. A row's pages are selected from the scores of the row
+    ``lag`` before it, so both depend on the row only: computed once, shared by every (ratio, lag)."""
     hq, hkv, d = q.shape[0], k.shape[0], q.shape[-1]
     g = hq // hkv
     kk = k.repeat_interleave(g, 0)
-    out = []
-    for j in range(lag, rows):
+    probs, scores = [], []
+    for j in range(rows):
         t = T - rows + j
-        n = (t - lag) // page
+        n = t // page
         logits = torch.einsum("hd,htd->ht", q[:, j], kk[:, : t + 1]) / math.sqrt(d)
-        prob = logits.softmax(-1)
+        probs.append(logits.softmax(-1))
+        scores.append(logits[:, : n * page].view(hq, n, page).amax(-1).view(hkv, g, n).amax(1).sum(0))
+    return probs, scores
+
+
+def masses(stats, ratio, lag, page=64, min_pages=8, sink_pages=1):
+    """Captured mass [rows - lag, Hq] (module docstring) from ``row_stats``: rows ``j = lag … rows-1`` drafted with
+    the pages selected from row ``j - lag``."""
+    probs, scores = stats
+    out = []
+    for j in range(lag, len(probs)):
+        prob, score = probs[j], scores[j - lag].clone()
+        n = score.shape[0]
         if n == 0:
-            out.append(torch.ones(hq))
+            out.append(torch.ones(prob.shape[0]))
             continue
-        sel_logits = torch.einsum("hd,htd->ht", q[:, j - lag], kk[:, : n * page]) / math.sqrt(d)
-        score = sel_logits.view(hq, n, page).amax(-1).view(hkv, g, n).amax(1).sum(0)
         score[: min(sink_pages, n)] = float("inf")
         kpages = min(n, max(min_pages, math.ceil(ratio * n)))
         sel = score.topk(kpages).indices
-        per_page = prob[:, : n * page].view(hq, n, page).sum(-1)
+        per_page = prob[:, : n * page].view(prob.shape[0], n, page).sum(-1)
         out.append(per_page[:, sel].sum(-1) + prob[:, n * page:].sum(-1))
     return torch.stack(out)
+
+
+def captured_mass(k, q, T, rows, ratio, lag, page=64, min_pages=8, sink_pages=1):
+    """Captured mass [rows - lag, Hq] of one layer: rows ``j = lag … rows-1`` of ``q`` (positions ``T - rows + j``)
+    drafted with the pages selected from row ``j - lag``."""
+    return masses(row_stats(k, q, T, rows, page), ratio, lag, page, min_pages, sink_pages)
 
 
 def study(cfg, w, prompts, ratios, lags, rows, page):
@@ -117,9 +136,10 @@ def study(cfg, w, prompts, ratios, lags, rows, page):
     res = {(r, lag): [[] for _ in range(L)] for r in ratios for lag in lags}
     for ids in prompts:
         ks, qs, _ = forward_qk(cfg, w, ids, rows)
-        for (r, lag), per_layer in res.items():
-            for li in range(L):
-                per_layer[li].append(captured_mass(ks[li], qs[li], len(ids), rows, r, lag, page))
+        for li in range(L):
+            stats = row_stats(ks[li], qs[li], len(ids), rows, page)
+            for (r, lag), per_layer in res.items():
+                per_layer[li].append(masses(stats, r, lag, page))
     return {key: torch.stack([torch.stack(x) for x in v]) for key, v in res.items()}
 
 
