@@ -26,52 +26,36 @@ in bench/NOTES_kernels.md):
   integer path. Integer->float conversion instructions run at 1/4 rate on Hopper and would rival the memory time.
 * Online softmax in fp32, base 2 (sm_scale·log2 e folded into q). The row sums (l and the value zero term) are
   accumulated per (token, head) and reduced once after the loop, leaving one reduction per page (the max).
-  Each stage-1 program writes (m, l, unnormalized acc) per query head; stage 2 (one program per query head) merges
-  the 1 + NUM_SPLITS partials.
-* NUM_SPLITS depends only on shapes and the SM count (no host sync; CUDA-graph capturable with fixed shapes,
+  Each stage-1 program writes (m, l, unnormalized acc) per query head; the last program of a (request, KV head) to
+  finish merges the 1 + NUM_SPLITS partials of its G query heads (a counter per pair, draft_merge.py), so a draft
+  layer is one launch; ``fused_merge=False`` keeps the separate stage-2 launch.
+* NUM_SPLITS (draft_launch.py) depends only on shapes and the SM count (no host sync; CUDA-graph capturable with fixed shapes,
   num_pages varies as data). Splits beyond a short list simply find no pages and write an empty partial.
 """
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
+from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, LAUNCH, MERGE_CHUNK, MIN_PAGES_PER_SPLIT,  # noqa: F401
+                                           NUM_STAGES, _sm_count, launch_config, num_splits_for)
+from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _merge_if_last, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
 from sgl_spec.kvformat import PageStore
 
 RING = 2
 _RING_C = tl.constexpr(RING)  # jit functions only see constexpr globals
-# Launch configuration per page size (measured on an H100, bench/NOTES_kernels.md):
-#   P <= 64: 4 warps (one wgmma warpgroup for the [64, 16] score tile), hand-written register double buffering
-#            (PREFETCH, num_stages=1), registers capped at 128 (24 B of stack, none in the loop) so 4 programs fit an SM;
-#   P = 128: 8 warps, Triton's cp.async pipeline (2 stages), registers capped at 128 (prefetching a 128-token page
-#            in registers needs 217 a thread: one program an SM), 4 programs an SM in two waves measured best.
-# programs_per_sm sets the split count (num_splits_for): one wave of page programs, never fewer than
-# MIN_PAGES_PER_SPLIT pages a split when the list is full.
-LAUNCH = {  # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_per_sm)
-    32: (4, 1, True, 128, 4),
-    64: (4, 1, True, 128, 4),
-    128: (8, 2, False, 128, 4),
-}
-# P <= 64 defaults measured on the H100 (bench/NOTES_kernels.md, iteration 5): flat key scales, 4 programs an SM at
-# 128 registers, splits down to one page and a 64-wide merge step: 128k B=1 dense 109.5 -> 98.5 us, 256k B=8 1513 ->
-# 1269 us, 7% sparse at 128k B=1 22.2 -> 21.9 us.
-FLAT_SCALES_MAX_P = 64
-MIN_PAGES_PER_SPLIT = 1
-MERGE_CHUNK = 64
-MAX_SPLITS = 256
-SPLIT_SLACK = 0.02
-MAX_WAVES = 4
-NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
 # drafts 10-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 2-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
 KEY_FRAG = True
+# the last stage-1 program of a (request, KV head) merges its partials (draft_merge.py): one launch a layer, not two;
+# measured slower than the separate merge launch on an H200 (15k x 64 sparse 28.4 vs 26.1 us, 128k x 1 dense 96.3 vs
+# 86.1 us: the last program's merge tail costs more than the launch it saves), so off
+FUSED_MERGE = False
 _LOG2E = 1.4426950408889634
 
 
@@ -172,11 +156,13 @@ def _draft_decode_kernel(
     hslot_ptr, hstart_ptr, hlen_ptr,
     nk_ptr, nv_ptr, s_nb, s_nh,
     m_ptr, l_ptr, acc_ptr,
+    cnt_ptr, out_ptr, s_ob, s_oh,
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
-    WRITE_NEW: tl.constexpr = False,
+    WRITE_NEW: tl.constexpr = False, FUSED_MERGE: tl.constexpr = False, BLOCK_S: tl.constexpr = 1,
+    CHUNK: tl.constexpr = 1, BLOCK_D: tl.constexpr = 1,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -294,47 +280,13 @@ def _draft_decode_kernel(
         acc_lo = tl.trans(at_lo + z_i[None, :])
         acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
+    if FUSED_MERGE:  # the last of this (request, KV head)'s programs merges its G query heads (draft_merge.py)
+        _merge_if_last(cnt_ptr, m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, b, h, tl.num_programs(1), G, NUM_SPLITS,
+                       BLOCK_S, CHUNK, 2 * HALF, BLOCK_D)
 
 
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 8  # interpreter: small, so tests still exercise several splits
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def launch_config(page_size: int, gpad: int):
-    """(num_warps, num_stages, prefetch, maxnreg, programs_per_sm); G > 16 (GPAD > 16) doubles the score tile:
-    8 warps, Triton's pipeline."""
-    cfg = LAUNCH.get(page_size, LAUNCH[128])
-    if gpad > 16:
-        cfg = (8, 2, False, 128, 2)
-    return cfg
-
-
-def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
-                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
-    """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
-    n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
-    counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
-    B=1, Hkv=8, S=396: 49 splits, one wave; B=32: 3 splits in two full waves (1 split would leave a third of the
-    slots idle). The B*Hkv hot-token programs are not counted: they
-    are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without)."""
-    if max_pages <= 0:
-        return 1
-    bh = max(1, batch * num_kv_heads)
-    slots = max(1, programs_per_sm * sm_count)
-    cap = max(1, min(triton.cdiv(max_pages, max(1, min_pages_per_split)), MAX_SPLITS))
-    best, best_cost = 1, triton.cdiv(bh, slots)
-    for waves in range(1, MAX_WAVES + 1):  # the most splits that fill `waves` full waves
-        ns = min(waves * slots // bh, cap)
-        if ns >= 1 and triton.cdiv(bh * ns, slots) / ns < best_cost * (1 - SPLIT_SLACK):
-            best, best_cost = ns, triton.cdiv(bh * ns, slots) / ns
-    return best
 
 
 def _check(name, t, shape, dtypes, device):
@@ -357,14 +309,17 @@ def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
-                 new_k=None, new_v=None):
+                 new_k=None, new_v=None, counters=None, fused_merge=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
     ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
     [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
-    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md)."""
+    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md).
+    ``fused_merge`` (FUSED_MERGE): the last stage-1 program of each (request, KV head) merges, counting finished
+    programs in ``counters`` (int32, >= B*Hkv elements, all 0; the launch leaves them 0 again, so a caller keeps one
+    buffer for every launch on a stream; None: a zeroed one is allocated per call)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -413,12 +368,20 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         if new_k.stride() != new_v.stride():
             raise ValueError("draft_decode: new_k and new_v need equal strides")
 
+    fm = FUSED_MERGE if fused_merge is None else bool(fused_merge)
+    if counters is not None and (counters.dtype != torch.int32 or counters.device != dev or counters.dim() != 1
+                                 or not counters.is_contiguous() or counters.numel() < B * Hkv):
+        raise ValueError(f"draft_decode: counters must be a contiguous int32 vector of >= B*Hkv = {B * Hkv} elements "
+                         f"on {dev}")
+
     # ---- allocate
     if out is None:
         out = torch.empty_like(q)
     _check("out", out, (B, Hq, D), (q.dtype,), dev)
     if B == 0:
         return out
+    if fm and counters is None:
+        counters = torch.zeros(B * Hkv, dtype=torch.int32, device=dev)
     G = Hq // Hkv
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
@@ -442,6 +405,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
 
     # ---- launch
     block_c = max(16, triton.next_power_of_2(half))  # 4 x the word tile width
+    merge = dict(BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
+                 BLOCK_D=triton.next_power_of_2(D))
     _draft_decode_kernel[(B, Hkv, npart)](
         q_ptr=q, s_qb=q.stride(0), s_qh=q.stride(1),
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
@@ -454,16 +419,17 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         nk_ptr=hot_k if new_k is None else new_k, nv_ptr=hot_v if new_v is None else new_v,
         s_nb=0 if new_k is None else new_k.stride(0), s_nh=0 if new_k is None else new_k.stride(1),
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part,
+        cnt_ptr=counters if fm else m_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1),
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None, FUSED_MERGE=fm, **merge,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
-    _draft_decode_merge_kernel[(B * Hq,)](
-        m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
-        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
-        D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4,
-    )
+    if not fm:
+        _draft_decode_merge_kernel[(B * Hq,)](
+            m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
+            NPART=npart, D=D, **merge, num_warps=4,
+        )
     return out

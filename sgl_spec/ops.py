@@ -9,7 +9,8 @@ import os
 
 import torch
 
-_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write", "window_meta")
+_OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write", "window_meta",
+        "argmax_rows")
 
 
 def _use_triton(t: torch.Tensor) -> bool:
@@ -44,3 +45,7 @@ def ring_write(hot_k, *args, **kw):
 
 def window_meta(positions, *args, **kw):
     return _impl("window_meta", _use_triton(positions))(positions, *args, **kw)
+
+
+def argmax_rows(x, out=None):
+    return _impl("argmax_rows", _use_triton(x))(x, out=out)

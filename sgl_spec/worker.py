@@ -38,7 +38,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
-from sgl_spec import autooff, draft_graph, pagetable, phase_timer, sampling, war_release
+from sgl_spec import autooff, draft_graph, ops, pagetable, phase_timer, sampling, war_release
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
@@ -225,7 +225,7 @@ class QuantSpecWorker(BaseSpecWorker):
                     logits = replayed.replay_next(tok, win_pos[:, i])
                 else:
                     batch.forward_mode = ForwardMode.DECODE
-                    batch.input_ids = tok
+                    batch.input_ids = tok.contiguous()  # steps >= 1: a column of drafts
                     batch.out_cache_loc = win_loc[:, i].contiguous()
                     self._set_seq_lens(batch, seq0 + (i + 1), None if seq0_cpu is None else seq0_cpu + (i + 1))
                     batch.spec_info = draft_step
@@ -236,14 +236,16 @@ class QuantSpecWorker(BaseSpecWorker):
                     if self._draft_graphs is not None and out.can_run_cuda_graph:
                         replayed = self._draft_graphs
                 sampling.apply_logit_adjustments(logits, si, 1)
-                tok = logits.argmax(dim=-1)
-                if params is not None:
-                    q = sampling.filtered_probs(logits, *params["filters"])
-                    if draft_probs is None:
-                        draft_probs = torch.empty((bs, G, q.shape[-1]), dtype=q.dtype, device=dev)
-                    draft_probs[:, i] = q
-                    drawn = sampling.sample_from_probs(q, torch.rand(bs, device=dev))
-                    tok = torch.where(params["greedy_rows"], tok, drawn)
+                if params is None:  # all greedy: the argmax goes straight into the round's draft column
+                    tok = ops.argmax_rows(logits, out=drafts[:, i])
+                    continue
+                greedy_tok = ops.argmax_rows(logits)
+                q = sampling.filtered_probs(logits, *params["filters"])
+                if draft_probs is None:
+                    draft_probs = torch.empty((bs, G, q.shape[-1]), dtype=q.dtype, device=dev)
+                draft_probs[:, i] = q
+                drawn = sampling.sample_from_probs(q, torch.rand(bs, device=dev))
+                tok = torch.where(params["greedy_rows"], greedy_tok, drawn)
                 drafts[:, i] = tok
         batch.return_logprob = return_logprob
         if timer is not None:

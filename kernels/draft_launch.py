@@ -1,0 +1,69 @@
+"""``draft_decode``'s launch configuration and split rule, from shapes and the SM count only (no host sync, so a
+launch stays CUDA-graph capturable; the page counts vary as data). Measurements behind the numbers:
+bench/NOTES_kernels.md."""
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+# Launch configuration per page size (measured on an H100, bench/NOTES_kernels.md):
+#   P <= 64: 4 warps (one wgmma warpgroup for the [64, 16] score tile), hand-written register double buffering
+#            (PREFETCH, num_stages=1), registers capped at 128 (24 B of stack, none in the loop) so 4 programs fit an SM;
+#   P = 128: 8 warps, Triton's cp.async pipeline (2 stages), registers capped at 128 (prefetching a 128-token page
+#            in registers needs 217 a thread: one program an SM), 4 programs an SM in two waves measured best.
+# programs_per_sm sets the split count (num_splits_for): one wave of page programs, never fewer than
+# MIN_PAGES_PER_SPLIT pages a split when the list is full.
+LAUNCH = {  # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_per_sm)
+    32: (4, 1, True, 128, 4),
+    64: (4, 1, True, 128, 4),
+    128: (8, 2, False, 128, 4),
+}
+# P <= 64 defaults measured on the H100 (bench/NOTES_kernels.md, iteration 5): flat key scales, 4 programs an SM at
+# 128 registers, splits down to one page and a 64-wide merge step: 128k B=1 dense 109.5 -> 98.5 us, 256k B=8 1513 ->
+# 1269 us, 7% sparse at 128k B=1 22.2 -> 21.9 us.
+FLAT_SCALES_MAX_P = 64
+MIN_PAGES_PER_SPLIT = 1
+MERGE_CHUNK = 64
+MAX_SPLITS = 256
+SPLIT_SLACK = 0.02
+MAX_WAVES = 4
+NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 8  # interpreter: small, so tests still exercise several splits
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def launch_config(page_size: int, gpad: int):
+    """(num_warps, num_stages, prefetch, maxnreg, programs_per_sm); G > 16 (GPAD > 16) doubles the score tile:
+    8 warps, Triton's pipeline."""
+    cfg = LAUNCH.get(page_size, LAUNCH[128])
+    if gpad > 16:
+        cfg = (8, 2, False, 128, 2)
+    return cfg
+
+
+def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
+                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
+    """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
+    n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
+    counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
+    B=1, Hkv=8, S=396: 49 splits, one wave; B=32: 3 splits in two full waves (1 split would leave a third of the
+    slots idle). The B*Hkv hot-token programs are not counted: they
+    are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without)."""
+    if max_pages <= 0:
+        return 1
+    bh = max(1, batch * num_kv_heads)
+    slots = max(1, programs_per_sm * sm_count)
+    cap = max(1, min(triton.cdiv(max_pages, max(1, min_pages_per_split)), MAX_SPLITS))
+    best, best_cost = 1, triton.cdiv(bh, slots)
+    for waves in range(1, MAX_WAVES + 1):  # the most splits that fill `waves` full waves
+        ns = min(waves * slots // bh, cap)
+        if ns >= 1 and triton.cdiv(bh * ns, slots) / ns < best_cost * (1 - SPLIT_SLACK):
+            best, best_cost = ns, triton.cdiv(bh * ns, slots) / ns
+    return best
