@@ -297,8 +297,7 @@ def run_config(a, ctx, B, P, env, timer, gen):
             ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
             out = torch.empty(B, HQ, D, device=dev, dtype=DTYPE)
             args = (q[:, 0], qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, SM_SCALE)
-            ctr = torch.zeros(B * HKV, dtype=torch.int32, device=dev)  # merge counters, kept as the server keeps them
-            calls.append(lambda args=args, out=out, ctr=ctr: impls["draft_decode"](*args, out=out, counters=ctr))
+            calls.append(lambda args=args, out=out: impls["draft_decode"](*args, out=out))
             npages, hot_len = cnt.tolist(), hl.tolist()
         add(label, timer(rotate(calls)), bytes_draft(P, npages, hot_len), dec_name, dec_ms, pages_read=npages[0])
     for nq in a.nq if "verify" in a.kernels and "verify_attention" in impls else []:

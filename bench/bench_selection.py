@@ -195,7 +195,6 @@ def run_config(a, name, m, ctx, B, t, gen):
     qv = torch.randn(B, G + 1, hq, d, dtype=DTYPE, device=dev)
     ov = torch.empty_like(qv)
     scores = torch.zeros(L, B, hkv, maxp, dtype=torch.float32, device=dev)
-    ctr = torch.zeros(B * hkv, dtype=torch.int32, device=dev)  # draft merge counters, kept as the server does
     rpi = torch.arange(B, device=dev)
     new_len = q_start + G + 1  # every draft accepted: the window completes no page unless ctx is page aligned
 
@@ -203,8 +202,7 @@ def run_config(a, name, m, ctx, B, t, gen):
         for li in range(L):
             p, (ids, cnt, _) = pools[li % copies], pages[li % copies]
             for _ in range(G):
-                ops.draft_decode(qd, p.store, ids, cnt, p.hot_k, p.hot_v, p.slot, hot_start, hot_len, sm, out=od,
-                                 counters=ctr)
+                ops.draft_decode(qd, p.store, ids, cnt, p.hot_k, p.hot_v, p.slot, hot_start, hot_len, sm, out=od)
             ops.verify_attention(qv, p.store, p.table, q_start, p.hot_k, p.hot_v, p.slot, sm,
                                  scores=scores[li] if with_scores else None, out=ov, score_kind=kind)
 

@@ -98,14 +98,12 @@ def draft_kwargs(var, B, maxp, P):
         kw["programs_per_sm"] = int(var["pps"])
     if "kf" in var:  # keys in the wgmma A fragment's order (P = 64, D = 128)
         kw["key_frag"] = bool(int(var["kf"]))
-    if "fm" in var:  # 0: the separate stage-2 merge launch instead of the last program's merge
-        kw["fused_merge"] = bool(int(var["fm"]))
     return kw
 
 
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
-             "programs_per_sm", "key_frag", "fused_merge")
+             "programs_per_sm", "key_frag")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
@@ -121,13 +119,12 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
         ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
         q = torch.randn(B, HQ, D, device="cuda", dtype=DTYPE)
         out = torch.empty_like(q)
-        ctr = torch.zeros(B * HKV, dtype=torch.int32, device="cuda")  # merge counters, kept as the server does
         nbytes = bytes_draft(P, cnt.tolist(), hl.tolist())
         parts = []
         for var in variants:
             kw = draft_kwargs(var, B, ids.shape[1], P)
             fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
-                                            SM_SCALE, out=out, counters=ctr, **kw)
+                                            SM_SCALE, out=out, **kw)
             try:
                 ms = timer(fn)
             except Exception as e:  # a variant that does not compile/fit is reported, not fatal

@@ -43,11 +43,9 @@ def main():
         from sgl_spec.kernels.draft_decode import draft_decode
         q = torch.randn(B, kc.HQ, kc.D, device="cuda", dtype=kc.DTYPE)
         ids, cnt, hs, hl = kc.draft_args(qb, sparse=(0.07, 1, 1) if kind == "sparse" else None, gen=gen)
-        ctr = torch.zeros(B * kc.HKV, dtype=torch.int32, device="cuda")
 
         def fn():
-            draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, kc.SM_SCALE, counters=ctr,
-                         **kw)
+            draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, kc.SM_SCALE, **kw)
     for _ in range(2):
         fn()
         torch.cuda.synchronize()

@@ -79,29 +79,26 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, fm=None):
-    """The draft_decode stage-1 kernel; pf / fs / nr / kf / fm: the launcher's prefetch / flat_scales / maxnreg /
-    key_frag / fused_merge keywords (None: the launcher's defaults for P); wn: the hot program writes the new token
-    (new_k/new_v)."""
+def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False):
+    """The draft_decode stage-1 kernel; pf / fs / nr / kf: the launcher's prefetch / flat_scales / maxnreg /
+    key_frag keywords (None: the launcher's defaults for P); wn: the hot program writes the new token (new_k/new_v)."""
     from sgl_spec.kernels import draft_decode as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
                  hv_ptr="*bf16", vs_ptr="*fp16", vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", hslot_ptr="*i32",
                  hstart_ptr="*i32", hlen_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", qk_scale="fp32",
-                 nk_ptr="*bf16", nv_ptr="*bf16", cnt_ptr="*i32", out_ptr="*bf16")
+                 nk_ptr="*bf16", nv_ptr="*bf16")
     nw, st, cpf, cnr, _ = dd.launch_config(P, 16)
-    fm = dd.FUSED_MERGE if fm is None else bool(fm)
     pf = int(cpf if pf is None else pf)
     nr = cnr if nr is None else (nr or None)
     fs = P <= dd.FLAT_SCALES_MAX_P if fs is None else fs
     kf = dd.key_frag_on(kf, P, 64, nw, 16)
     const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
-                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn), FUSED_MERGE=fm,
-                 BLOCK_S=32, CHUNK=32, BLOCK_D=128)  # 17 partials
+                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
            f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "
-           f"write_new={int(bool(wn))} fused_merge={int(fm)} "
+           f"write_new={int(bool(wn))} "
            "(Llama-3-8B shapes)")
 
 
@@ -143,12 +140,12 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [fm=0|1]
+    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
                    nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv["kf"]) if "kf" in kv else None,
-                   wn=bool(int(kv.get("wn", 0))), fm=int(kv["fm"]) if "fm" in kv else None)
+                   wn=bool(int(kv.get("wn", 0))))
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1] [kf=1]
         # [g=2] [bm=32]
         args = sys.argv[2:]

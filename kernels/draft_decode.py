@@ -26,11 +26,11 @@ in bench/NOTES_kernels.md):
   integer path. Integer->float conversion instructions run at 1/4 rate on Hopper and would rival the memory time.
 * Online softmax in fp32, base 2 (sm_scale·log2 e folded into q). The row sums (l and the value zero term) are
   accumulated per (token, head) and reduced once after the loop, leaving one reduction per page (the max).
-  Each stage-1 program writes (m, l, unnormalized acc) per query head; the last program of a (request, KV head) to
-  finish merges the 1 + NUM_SPLITS partials of its G query heads (a counter per pair, draft_merge.py), so a draft
-  layer is one launch; ``fused_merge=False`` keeps the separate stage-2 launch.
-* NUM_SPLITS (draft_launch.py) depends only on shapes and the SM count (no host sync; CUDA-graph capturable with fixed shapes,
-  num_pages varies as data). Splits beyond a short list simply find no pages and write an empty partial.
+  Each stage-1 program writes (m, l, unnormalized acc) per query head; stage 2 (one program per query head) merges
+  the 1 + NUM_SPLITS partials. (Merging in the last stage-1 program of each (request, KV head), found by a counter,
+  saves the launch but measured slower on an H200: bench/NOTES_kernels.md, session 15.)
+* NUM_SPLITS (draft_launch.py) depends only on shapes and the SM count (no host sync; CUDA-graph capturable with
+  fixed shapes, num_pages varies as data). Splits beyond a short list simply find no pages and write an empty partial.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import triton.language as tl
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, LAUNCH, MERGE_CHUNK, MIN_PAGES_PER_SPLIT,  # noqa: F401
                                            NUM_STAGES, _sm_count, launch_config, num_splits_for)
-from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _merge_if_last, _store_partial
+from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
 from sgl_spec.kvformat import PageStore
@@ -52,10 +52,6 @@ _RING_C = tl.constexpr(RING)  # jit functions only see constexpr globals
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
 # drafts 10-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 2-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
 KEY_FRAG = True
-# the last stage-1 program of a (request, KV head) merges its partials (draft_merge.py): one launch a layer, not two;
-# measured slower than the separate merge launch on an H200 (15k x 64 sparse 28.4 vs 26.1 us, 128k x 1 dense 96.3 vs
-# 86.1 us: the last program's merge tail costs more than the launch it saves), so off
-FUSED_MERGE = False
 _LOG2E = 1.4426950408889634
 
 
@@ -156,13 +152,11 @@ def _draft_decode_kernel(
     hslot_ptr, hstart_ptr, hlen_ptr,
     nk_ptr, nv_ptr, s_nb, s_nh,
     m_ptr, l_ptr, acc_ptr,
-    cnt_ptr, out_ptr, s_ob, s_oh,
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
-    WRITE_NEW: tl.constexpr = False, FUSED_MERGE: tl.constexpr = False, BLOCK_S: tl.constexpr = 1,
-    CHUNK: tl.constexpr = 1, BLOCK_D: tl.constexpr = 1,
+    WRITE_NEW: tl.constexpr = False,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -280,9 +274,6 @@ def _draft_decode_kernel(
         acc_lo = tl.trans(at_lo + z_i[None, :])
         acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
-    if FUSED_MERGE:  # the last of this (request, KV head)'s programs merges its G query heads (draft_merge.py)
-        _merge_if_last(cnt_ptr, m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, b, h, tl.num_programs(1), G, NUM_SPLITS,
-                       BLOCK_S, CHUNK, 2 * HALF, BLOCK_D)
 
 
 def _interpreting() -> bool:
@@ -309,17 +300,14 @@ def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
-                 new_k=None, new_v=None, counters=None, fused_merge=None):
+                 new_k=None, new_v=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
     ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
     [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
-    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md).
-    ``fused_merge`` (FUSED_MERGE): the last stage-1 program of each (request, KV head) merges, counting finished
-    programs in ``counters`` (int32, >= B*Hkv elements, all 0; the launch leaves them 0 again, so a caller keeps one
-    buffer for every launch on a stream; None: a zeroed one is allocated per call)."""
+    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -368,11 +356,6 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         if new_k.stride() != new_v.stride():
             raise ValueError("draft_decode: new_k and new_v need equal strides")
 
-    fm = FUSED_MERGE if fused_merge is None else bool(fused_merge)
-    if counters is not None and (counters.dtype != torch.int32 or counters.device != dev or counters.dim() != 1
-                                 or not counters.is_contiguous() or counters.numel() < B * Hkv):
-        raise ValueError(f"draft_decode: counters must be a contiguous int32 vector of >= B*Hkv = {B * Hkv} elements "
-                         f"on {dev}")
 
     # ---- allocate
     if out is None:
@@ -380,8 +363,6 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     _check("out", out, (B, Hq, D), (q.dtype,), dev)
     if B == 0:
         return out
-    if fm and counters is None:
-        counters = torch.zeros(B * Hkv, dtype=torch.int32, device=dev)
     G = Hq // Hkv
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
@@ -405,8 +386,6 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
 
     # ---- launch
     block_c = max(16, triton.next_power_of_2(half))  # 4 x the word tile width
-    merge = dict(BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
-                 BLOCK_D=triton.next_power_of_2(D))
     _draft_decode_kernel[(B, Hkv, npart)](
         q_ptr=q, s_qb=q.stride(0), s_qh=q.stride(1),
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
@@ -419,17 +398,16 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         nk_ptr=hot_k if new_k is None else new_k, nv_ptr=hot_v if new_v is None else new_v,
         s_nb=0 if new_k is None else new_k.stride(0), s_nh=0 if new_k is None else new_k.stride(1),
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part,
-        cnt_ptr=counters if fm else m_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1),
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None, FUSED_MERGE=fm, **merge,
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
     )
-    if not fm:
-        _draft_decode_merge_kernel[(B * Hq,)](
-            m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
-            NPART=npart, D=D, **merge, num_warps=4,
-        )
+    _draft_decode_merge_kernel[(B * Hq,)](
+        m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
+        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
+        D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4,
+    )
     return out

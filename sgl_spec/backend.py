@@ -110,9 +110,6 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         # verify: TARGET_VERIFY then keeps its queries [L, max_bs, γ+1, Hq, D] (by batch row, like page_scores) and
         # each layer's scale instead of scoring, and sgl_spec/pagetable.py scores that row afterwards.
         self.keep_verify_q = self.page_scores is not None and cfg.draft_pages == "topk-last"
-        # draft_decode's merge counters (one per request row and KV head): every launch leaves them zero, so one
-        # buffer serves every layer, step and CUDA-graph replay (kernels/draft_merge.py)
-        self.draft_counters = torch.zeros(rtt.shape[0] * pool.head_num, dtype=torch.int32, device=self.device)
         self.verify_q: Optional[torch.Tensor] = None
         self.verify_scale: dict = {}
         # --enable-deterministic-inference: SGLang makes its GEMMs batch-invariant; ours must not depend on the batch
@@ -336,4 +333,4 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
         return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, md.hot_start, md.hot_len,
-                                layer.scaling, new_k=new_k, new_v=new_v, counters=self.draft_counters)
+                                layer.scaling, new_k=new_k, new_v=new_v)

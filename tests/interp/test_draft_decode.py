@@ -168,40 +168,6 @@ def test_triton_variants_long_list(device):
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
-@pytest.mark.parametrize("case", [1, 3, 4])
-def test_fused_merge_equals_separate_merge_and_resets_counters(case, device):
-    """The last stage-1 program's merge (default) runs the separate merge's arithmetic: bit-identical outputs, for
-    one, several and more splits than pages. One counter buffer (longer than B*Hkv, as a server keeps it) serves
-    every launch: each launch must leave it all zeros, or the next one would merge early or never."""
-    from sgl_spec.kernels.draft_decode import draft_decode
-
-    B, Hq, Hkv, D, P, n_pages, hot, dt, ns = CASES[case]
-    dtype = DTYPES[dt]
-    args = make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, seed=B * 100 + D + P)
-    counters = torch.zeros(B * Hkv + 5, dtype=torch.int32, device=device)
-    for splits in (1, ns, None, 12):
-        outs = []
-        for fused in (False, True, True):
-            out = torch.full((B, Hq, D), float("nan"), dtype=dtype, device=device)
-            draft_decode(**args, out=out, num_splits=splits, fused_merge=fused, counters=counters if fused else None)
-            outs.append(out.cpu())
-            assert int(counters.abs().sum()) == 0, f"counters not reset (splits={splits})"
-        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[1], outs[2]), f"splits={splits}"
-        assert not outs[1].isnan().any()
-
-
-def test_counters_are_checked(device):
-    from sgl_spec.kernels.draft_decode import draft_decode
-
-    B, Hq, Hkv, D, P, n_pages, hot, dt, ns = CASES[3]
-    args = make_case(B, Hq, Hkv, D, P, n_pages, hot, DTYPES[dt], device)
-    for bad in (torch.zeros(B * Hkv - 1, dtype=torch.int32, device=device),
-                torch.zeros(B * Hkv, dtype=torch.int64, device=device),
-                torch.zeros(2, B * Hkv, dtype=torch.int32, device=device)):
-        with pytest.raises(ValueError, match="counters must be"):
-            draft_decode(**args, counters=bad)
-
-
 def test_triton_strided_q_and_lower_planes_unread(device):
     """q with a padded head stride; garbage in the lower planes must not change the output."""
     from sgl_spec.kernels.draft_decode import draft_decode
