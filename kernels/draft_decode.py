@@ -43,6 +43,7 @@ import triton.language as tl
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, LAUNCH, MERGE_CHUNK, MIN_PAGES_PER_SPLIT,  # noqa: F401
                                            NUM_STAGES, _sm_count, launch_config, num_splits_for)
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
 from sgl_spec.kvformat import PageStore
@@ -156,8 +157,9 @@ def _draft_decode_kernel(
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
-    WRITE_NEW: tl.constexpr = False,
+    WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
+    _wait_prior(PDL)
     b = tl.program_id(0)
     h = tl.program_id(1)
     s = tl.program_id(2)
@@ -403,11 +405,11 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
         USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
         KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
-        num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}),
+        num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )
     _draft_decode_merge_kernel[(B * Hq,)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
         NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
-        D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4,
+        D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4, **pdl_kwargs(dev),
     )
     return out

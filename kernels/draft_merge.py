@@ -5,6 +5,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.pdl import _wait_prior
+
 
 @triton.jit
 def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF: tl.constexpr):
@@ -19,8 +21,9 @@ def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, ac
 @triton.jit
 def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
                                NPART: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
-                               D: tl.constexpr, BLOCK_D: tl.constexpr):
+                               D: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
     """One program per (request, query head): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s."""
+    _wait_prior(PDL)
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * NPART
     offs_s = tl.arange(0, BLOCK_S)

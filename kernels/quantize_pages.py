@@ -21,6 +21,8 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
+
 _SRC_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -173,9 +175,10 @@ def _quantize_pages_kernel(
     kp_page, kp_h, kp_n, kp_j, vp_page, vp_h, vp_n, vp_j,
     kg_page, kg_h, kg_d, vg_page, vg_h, vg_n,
     P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, CJ: tl.constexpr, TP: tl.constexpr,
-    NK: tl.constexpr, EVEN_K: tl.constexpr,
+    NK: tl.constexpr, EVEN_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
     # grid (n, H, NK + P // TP): the last axis is a key channel chunk (< NK) or a value token chunk
+    _wait_prior(PDL)
     i = tl.program_id(0)
     h = tl.program_id(1).to(tl.int64)
     c = tl.program_id(2)
@@ -270,6 +273,6 @@ def quantize_pages(src_k, src_v, src_row, page_ids, store, *, key_cols=None, val
         kg_page=store.k_scale.stride(0), kg_h=store.k_scale.stride(1), kg_d=store.k_scale.stride(2),
         vg_page=store.v_scale.stride(0), vg_h=store.v_scale.stride(1), vg_n=store.v_scale.stride(2),
         P=P, DH=DH, BLOCK_DH=half, CJ=cj, TP=tp, NK=nk, EVEN_K=DH % cj == 0,
-        num_warps=nw, enable_fp_fusion=False,
+        num_warps=nw, enable_fp_fusion=False, **pdl_kwargs(src_k.device),
     )
     return store

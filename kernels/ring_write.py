@@ -11,12 +11,14 @@ import torch
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.ring_write_ref import check
 
 
 @triton.jit
 def _ring_write_kernel(HK, HV, ROWS, K, V, T, s_kt, s_kh, s_vt, s_vh, H: tl.constexpr, D: tl.constexpr,
-                       BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                       BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
+    _wait_prior(PDL)
     t = tl.program_id(0)
     row = tl.load(ROWS + t).to(tl.int64)
     h = tl.arange(0, BLOCK_H)[:, None]
@@ -40,4 +42,5 @@ def ring_write(hot_k, hot_v, rows, k, v):
         HK=hot_k, HV=hot_v, ROWS=rows, K=k, V=v, T=T,
         s_kt=k.stride(0), s_kh=k.stride(1), s_vt=v.stride(0), s_vh=v.stride(1),
         H=H, D=D, BLOCK_H=triton.next_power_of_2(H), BLOCK_D=triton.next_power_of_2(D), num_warps=4,
+        **pdl_kwargs(hot_k.device),
     )

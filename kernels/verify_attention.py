@@ -57,6 +57,7 @@ from sgl_spec.kernels.verify_splits import _split_pages
 from sgl_spec.kernels.nibble_words import key_frag_channels, key_frag_fits
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
 
 RING = 2
@@ -118,8 +119,9 @@ def _verify_attention_kernel(
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
     HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
-    KF: tl.constexpr = False,
+    KF: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
+    _wait_prior(PDL)
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
     pid_hr = tl.program_id(0)
@@ -401,7 +403,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
         BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
         KF=key_frag_on(key_frag, P, DH, nw, pp, qa),
-        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}),
+        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
     )
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
@@ -414,6 +416,6 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
         P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=MERGE_BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
-        SCORE_LSE=lse, num_warps=4,
+        SCORE_LSE=lse, num_warps=4, **pdl_kwargs(q.device),
     )
     return out

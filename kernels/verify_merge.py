@@ -6,6 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from sgl_spec.kernels.pdl import _wait_prior
 from sgl_spec.kernels.verify_splits import _split_pages
 
 
@@ -42,11 +43,12 @@ def _verify_merge_kernel(
     PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, NS, so_b, so_n, so_h,
     n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,
     P: tl.constexpr, D: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
-    G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr, SCORE_LSE: tl.constexpr,
+    G: tl.constexpr, N_HB: tl.constexpr, BLOCK_SJ: tl.constexpr, SCORE_LSE: tl.constexpr, PDL: tl.constexpr = False,
 ):
     """Programs pid0 < N_HB: rows (b, i, BLOCK_H heads): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s.
     Everything is per row (reductions run over the split axis only), so a row's result does not depend on its
     neighbours. Programs pid0 >= N_HB (launched with raw scores only): score tile (pid0 - N_HB) * NQ + pid1."""
+    _wait_prior(PDL)
     pid0 = tl.program_id(0)
     if pid0 >= N_HB:  # only launched with raw scores
         b = tl.program_id(2).to(tl.int64)
