@@ -40,12 +40,12 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, LAUNCH, MERGE_CHUNK, MIN_PAGES_PER_SPLIT,  # noqa: F401
-                                           NUM_STAGES, _sm_count, launch_config, num_splits_for)
+from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count,
+                                           launch_config, num_splits_for)
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
-from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kvformat import PageStore
 
 RING = 2
@@ -357,7 +357,6 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         _check("new_v", new_v, (B, Hkv, D), fl, dev)
         if new_k.stride() != new_v.stride():
             raise ValueError("draft_decode: new_k and new_v need equal strides")
-
 
     # ---- allocate
     if out is None:

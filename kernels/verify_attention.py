@@ -55,9 +55,9 @@ import triton.language as tl
 from sgl_spec.kernels import verify_splits as splits
 from sgl_spec.kernels.verify_splits import _split_pages
 from sgl_spec.kernels.nibble_words import key_frag_channels, key_frag_fits
+from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
-from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
 
 RING = 2
