@@ -189,12 +189,16 @@ def verify_variant(var):
     return fn, scores, kw
 
 
-def bench_verify(cfgs, nq, gbps, log, variants):
+def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
+    """``maxp``: page-table width (0: the context's pages). A server's table is as wide as its context length, which
+    the batch-following split rule reads (kernels/verify_splits.py), so a 4k prompt in a 16k server has 256 columns."""
     rows = []
     gen = torch.Generator().manual_seed(1)
     for ctx, B, P in cfgs:
         lens = [ctx] * B
         qb = quant_pages(lens, P, "cuda", copies=1, gen=gen)[0]
+        if maxp > qb.page_table.shape[1]:
+            qb.page_table = torch.nn.functional.pad(qb.page_table, (0, maxp - qb.page_table.shape[1]))
         q = torch.randn(B, nq, HQ, D, device="cuda", dtype=DTYPE)
         out = torch.empty_like(q)
         sc = torch.zeros(B, HKV, qb.page_table.shape[1], device="cuda")
@@ -212,9 +216,10 @@ def bench_verify(cfgs, nq, gbps, log, variants):
                 continue
             bw = bytes_verify(P, lens, nq, with_scores) / ms / 1e6 / gbps
             rows.append(dict(kernel=f"verify_nq{nq}", variant=var or "new", scores=with_scores, ctx=ctx, batch=B,
+                             maxp=qb.page_table.shape[1],
                              page=P, us=ms * 1e3, bw=bw))
             parts.append(f"{var or 'new'} {ms * 1e3:.1f}us {bw:.0%}")
-        log(f"verify nq={nq} ctx={ctx:>6} B={B:>2} P={P:>3} | " + " | ".join(parts))
+        log(f"verify nq={nq} ctx={ctx:>6} B={B:>2} P={P:>3}{f' maxp={maxp}' if maxp else ''} | " + " | ".join(parts))
         qb = None  # noqa: F841 (free the pool before the next configuration)
         torch.cuda.empty_cache()
     return rows
@@ -372,6 +377,7 @@ def main():
     ap.add_argument("--heads", default="",
                     help="HQ:HKV instead of Llama-3-8B's 32:8 (e.g. 4:2 for pycode-30m), head_dim stays 128")
     ap.add_argument("--nq", type=int, default=5)
+    ap.add_argument("--maxp", type=int, default=0, help="verify: page-table width (default: the context's pages)")
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
@@ -399,7 +405,7 @@ def main():
         res["rows"] += bench_draft(cfg(a.draft_sparse), parse_variants(a.variants), gbps, log, a.eager,
                                    sparse=(a.ratio, 1, 1))
     if a.verify:
-        res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","))
+        res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","), a.maxp)
     if a.quantize:
         for P in (64, 128):
             res["rows"] += bench_quantize([int(x) for x in a.quantize.split(",")], P, gbps, log)
