@@ -62,6 +62,9 @@ def register() -> None:
         (f"{_KVC}._build_token_to_kv_pool", _build_pool, HookType.AROUND),
         ("sglang.srt.model_executor.model_runner_components.attention_backend_setup._build_resolved_backend",
          _build_backend, HookType.AROUND),
+        # the live penalizer state for exact penalties in a speculative window (sgl_spec/penalties.py)
+        ("sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.copy_for_forward", _stash_penalizers,
+         HookType.AFTER),
     ]
     for target, fn, kind in hooks:
         HookRegistry.register(target, fn, kind)
@@ -101,6 +104,12 @@ def _server_args_init(original, self, *args, **kwargs):
         flags["attention_backend"] = True
     object.__setattr__(self, "_quantspec_flags", flags)
     return original(self, *args, **kwargs)
+
+
+def _stash_penalizers(result, info, *args, **kwargs):
+    from sgl_spec import penalties
+
+    return penalties.stash_orchestrator(result, info, *args, **kwargs)
 
 
 def _after_speculative(result, server_args, *args, **kwargs):

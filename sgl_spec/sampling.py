@@ -24,6 +24,8 @@ from typing import Optional
 
 import torch
 
+from sgl_spec import penalties
+
 # SGLang encodes "no top-k" as 1 << 30 (sampling_params.TOP_K_ALL); anything >= V means "keep all".
 
 
@@ -159,25 +161,34 @@ def verify_chain(
     )
 
 
-def apply_logit_adjustments(logits: torch.Tensor, sampling_info, rows_per_req: int) -> torch.Tensor:
+def apply_logit_adjustments(logits: torch.Tensor, sampling_info, rows_per_req: int, extra=None, row0: int = 0,
+                            orch=None) -> torch.Tensor:
     """Apply SGLang's per-request logit adjustments in place to ``logits [B * rows_per_req, V]``.
 
-    Same order as ``SamplingBatchInfo.apply_logits_bias``: accumulated additive penalties, scaling (repetition)
-    penalties, logit bias, plus custom logit processors. Like SGLang's own spec workers this is the *relaxed*
-    form for penalties: every row of a window sees the penalties accumulated before the window (tokens accepted
-    inside the window do not update them), so with frequency/presence/repetition penalties the output is not
-    exactly what non-speculative decoding would sample. Grammar masks are not handled here.
+    Same order as ``SamplingBatchInfo.apply_logits_bias``: penalties, logit bias, plus custom logit processors.
+    Penalties: given the live penalizer orchestrator ``orch`` (non-overlap scheduler, penalties.orchestrator_of)
+    exactly as autoregressive decoding would apply them, row ``r`` after the window's tokens ``extra[:, :row0 + r]``
+    (sgl_spec/penalties.py); otherwise from the accumulated tensors of SGLang's ``copy_for_forward`` snapshot in
+    SGLang's *relaxed* form, as its own speculative workers: every row sees the penalties accumulated before the
+    window. Grammar masks are not handled here.
     """
     def rep(t):
         return t if rows_per_req == 1 else torch.repeat_interleave(t, rows_per_req, dim=0)
 
-    add = getattr(sampling_info, "acc_additive_penalties", None)
-    if add is not None:
-        logits.add_(rep(add))
-    scale = getattr(sampling_info, "acc_scaling_penalties", None)
-    if scale is not None:
-        s = rep(scale)
-        logits.copy_(torch.where(logits < 0, logits * s, logits / s))
+    if orch is not None:
+        B = logits.shape[0] // rows_per_req
+        if extra is None:  # only a lone first row has no window tokens before it
+            assert rows_per_req == 1 and row0 == 0, "the window's tokens are needed for rows after its first"
+            extra = torch.zeros((B, 0), dtype=torch.int64, device=logits.device)
+        penalties.apply_window(orch, logits.view(B, rows_per_req, -1), extra, row0)
+    else:
+        add = getattr(sampling_info, "acc_additive_penalties", None)
+        if add is not None:
+            logits.add_(rep(add))
+        scale = getattr(sampling_info, "acc_scaling_penalties", None)
+        if scale is not None:
+            s = rep(scale)
+            logits.copy_(torch.where(logits < 0, logits * s, logits / s))
     bias = getattr(sampling_info, "logit_bias", None)
     if bias is not None:
         logits.add_(rep(bias))

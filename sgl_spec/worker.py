@@ -38,7 +38,7 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
-from sgl_spec import autooff, draft_graph, ops, pagetable, phase_timer, sampling, war_release
+from sgl_spec import autooff, draft_graph, ops, pagetable, penalties, phase_timer, sampling, war_release
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
@@ -73,6 +73,9 @@ class QuantSpecWorker(BaseSpecWorker):
         self.gamma = int(server_args.speculative_num_steps or 0)
         self.speculative_num_steps = self.gamma
         self.speculative_num_draft_tokens = self.gamma + 1
+        # exact penalties need the live penalizer state, which only the non-overlap scheduler leaves alone while a
+        # round runs (sgl_spec/penalties.py)
+        self._exact_penalties = bool(getattr(server_args, "disable_overlap_schedule", False))
         self.topk = 1
         if self.gamma < 1:
             raise ValueError(f"quantspec needs --speculative-num-steps >= 1, got {server_args.speculative_num_steps}")
@@ -206,6 +209,7 @@ class QuantSpecWorker(BaseSpecWorker):
         read_done = war_release.record(batch, dev)
 
         si = batch.sampling_info
+        orch = penalties.orchestrator_of(si, self._exact_penalties)  # None: SGLang's relaxed penalties
         params = self._sampling_params(si)
 
         # ---- 1. draft: γ single-token forwards through the backend's draft view ----
@@ -235,7 +239,7 @@ class QuantSpecWorker(BaseSpecWorker):
                     logits = out.logits_output.next_token_logits
                     if self._draft_graphs is not None and out.can_run_cuda_graph:
                         replayed = self._draft_graphs
-                sampling.apply_logit_adjustments(logits, si, 1)
+                sampling.apply_logit_adjustments(logits, si, 1, drafts, i, orch)  # after d_1 … d_i
                 if params is None:  # all greedy: the argmax goes straight into the round's draft column
                     tok = ops.argmax_rows(logits, out=drafts[:, i])
                     continue
@@ -258,7 +262,7 @@ class QuantSpecWorker(BaseSpecWorker):
             timer.mark("verify")
         logits_output = out.logits_output
         logits = logits_output.next_token_logits  # [bs*(G+1), V]
-        sampling.apply_logit_adjustments(logits, si, G + 1)
+        sampling.apply_logit_adjustments(logits, si, G + 1, drafts, orch=orch)
         if batch.has_grammar:  # after the adjustments, as in SGLang's chain verifiers: masked tokens stay -inf
             self._apply_grammar(batch, window, logits)
 
@@ -266,6 +270,8 @@ class QuantSpecWorker(BaseSpecWorker):
         V = logits.shape[-1]
         tokens, accept_lens = self._accept(drafts, logits.view(bs, G + 1, V), params, draft_probs)
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
+        if orch is not None:  # the penalizers see every accepted token (the scheduler feeds only the last one)
+            penalties.cumulate_accepted(orch, tokens, accept_lens)
         if self._pages is not None:  # page scores are per batch row: turn them into per-slot pages right away
             self._pages.after_verify(batch.req_pool_indices, seq0, new_seq_lens)
         self.mark_verified(batch, True)
