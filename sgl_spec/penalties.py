@@ -52,7 +52,8 @@ def orchestrator_of(sampling_info, exact: bool):
     return orch
 
 
-def _scale(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+def scale(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """SGLang's repetition scaling (``apply_scaling_penalties``), out of place and without torch.compile."""
     return torch.where(x < 0, x * s, x / s)
 
 
@@ -103,14 +104,14 @@ def apply_window(orch, logits: torch.Tensor, extra: torch.Tensor, row0: int = 0)
                 logits.scatter_add_(2, idx, src.expand(B, R, K).contiguous())
         elif name == _REP:
             state = pen.cumulated_repetition_penalties
-            logits.copy_(_scale(logits, state.view(B, 1, V)))
+            logits.copy_(scale(logits, state.view(B, 1, V)))
             if K:
                 new = (state.gather(1, e) == 1).view(B, 1, K) & first & seen  # [B, R, K]
                 rho = pen.repetition_penalties.view(B, 1)
                 for j in range(K):  # distinct tokens: one scaling per (row, token) at most
                     col = idx[:, :, j:j + 1]
                     v = logits.gather(2, col)
-                    logits.scatter_(2, col, torch.where(new[:, :, j:j + 1], _scale(v, rho.view(B, 1, 1)), v))
+                    logits.scatter_(2, col, torch.where(new[:, :, j:j + 1], scale(v, rho.view(B, 1, 1)), v))
         elif name == _MIN:
             masked = (pen.len_output_tokens.view(B, 1) + rows.view(1, R)) < pen.min_new_tokens.view(B, 1)
             logits.add_(torch.where(masked.view(B, R, 1), pen.stop_token_penalties.view(B, 1, V), 0.0))
@@ -118,7 +119,7 @@ def apply_window(orch, logits: torch.Tensor, extra: torch.Tensor, row0: int = 0)
             flat = logits.view(B * R, V)
             if getattr(pen, "is_multiplicative", False):
                 s = torch.repeat_interleave(pen.get_scaling_penalties(), R, dim=0)
-                flat.copy_(_scale(flat, s))
+                flat.copy_(scale(flat, s))
             else:
                 add = torch.zeros((B, V), dtype=logits.dtype, device=dev)
                 pen.apply(add)

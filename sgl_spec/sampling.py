@@ -185,10 +185,9 @@ def apply_logit_adjustments(logits: torch.Tensor, sampling_info, rows_per_req: i
         add = getattr(sampling_info, "acc_additive_penalties", None)
         if add is not None:
             logits.add_(rep(add))
-        scale = getattr(sampling_info, "acc_scaling_penalties", None)
-        if scale is not None:
-            s = rep(scale)
-            logits.copy_(torch.where(logits < 0, logits * s, logits / s))
+        scaling = getattr(sampling_info, "acc_scaling_penalties", None)
+        if scaling is not None:
+            logits.copy_(penalties.scale(logits, rep(scaling)))
     bias = getattr(sampling_info, "logit_bias", None)
     if bias is not None:
         logits.add_(rep(bias))
