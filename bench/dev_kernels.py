@@ -98,12 +98,16 @@ def draft_kwargs(var, B, maxp, P):
         kw["programs_per_sm"] = int(var["pps"])
     if "kf" in var:  # keys in the wgmma A fragment's order (P = 64, D = 128)
         kw["key_frag"] = bool(int(var["kf"]))
+    if "hb" in var:  # hot tokens a loop step
+        kw["hot_block"] = int(var["hb"])
+    if "hn" in var:  # hot dots on the 16-bit operands as stored
+        kw["hot_native"] = bool(int(var["hn"]))
     return kw
 
 
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
-             "programs_per_sm", "key_frag")
+             "programs_per_sm", "key_frag", "hot_block", "hot_native")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):

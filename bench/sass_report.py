@@ -93,8 +93,9 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False):
     nr = cnr if nr is None else (nr or None)
     fs = P <= dd.FLAT_SCALES_MAX_P if fs is None else fs
     kf = dd.key_frag_on(kf, P, 64, nw, 16)
-    const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=32,
-                 USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn))
+    hn = bool(dd.HOT_NATIVE)  # the launcher's default for a bf16 model
+    const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=64 if hn else 32,
+                 HOT_NATIVE=hn, USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
            f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "

@@ -7,8 +7,9 @@ in bench/NOTES_kernels.md):
 
 * Stage 1, grid ``(B, Hkv, 1 + NUM_SPLITS)``. A program serves the ``G = Hq/Hkv`` query heads of one KV head (padded
   to GPAD >= 16 for ``tl.dot``), so every page byte is read once per KV head, not once per query head.
-  Program ``s == 0`` attends to the hot tokens only (<= 2 ring pages in the model dtype), so it runs beside the page
-  splits instead of lengthening one of them; it comes first in launch order so it never forms a tail.
+  Program ``s == 0`` attends to the hot tokens only (<= 2 ring pages in the model dtype; kernels/draft_hot.py), so it
+  runs beside the page splits instead of lengthening one of them; it comes first in launch order so it never forms a
+  tail.
   Programs ``s >= 1`` take a contiguous share ``cdiv(num_pages[b], NUM_SPLITS)`` of the request's page list, one page
   (P tokens) per iteration. For P <= 64 the next page's loads are issued into registers before the current page is
   computed (PREFETCH): Triton's own pipeliner, given the page-id load that addresses the tiles, waits for all
@@ -42,17 +43,21 @@ import triton.language as tl
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count,
                                            launch_config, num_splits_for)
+from sgl_spec.kernels.draft_hot import RING, _attend_hot
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
 from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kvformat import PageStore
 
-RING = 2
-_RING_C = tl.constexpr(RING)  # jit functions only see constexpr globals
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
 # drafts 10-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 2-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
 KEY_FRAG = True
+# The hot-token program (kernels/draft_hot.py): 16-bit models dot the hot tokens' 16-bit operands as stored, 64 tokens a
+# step; fp32 models (and the interpreter's bf16) fp32 operands, 32 a step. H100, 7% lists (bench/results/s17, with the
+# old split rule): pycode-30m 15k x 8 16.2 -> 12.8 us, 15k x 64 26.2 -> 24.2, Llama-3-8B 32k x 1 17.0 -> 13.6; dense
+# lists unchanged. Two hot programs a request (a dev variant, 'hs=2') measured no better and were removed.
+HOT_NATIVE = True
 _LOG2E = 1.4426950408889634
 
 
@@ -157,7 +162,7 @@ def _draft_decode_kernel(
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
-    WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False,
+    WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False, HOT_NATIVE: tl.constexpr = False,
 ):
     _wait_prior(PDL)
     b = tl.program_id(0)
@@ -182,51 +187,10 @@ def _draft_decode_kernel(
     acc_hi = tl.zeros([GPAD, BLOCK_C], tl.float32)
 
     if s == 0:
-        # ---- hot tokens, full precision: positions hot_start .. hot_start + hot_len - 1 of ring slot hot_slot
-        slot = tl.load(hslot_ptr + b).to(tl.int64)
-        start = tl.load(hstart_ptr + b)
-        hlen = tl.load(hlen_ptr + b)
-        # fp32 operands: bf16/fp16 values are exact in tf32, so HOT_PREC="tf32" loses nothing for 16-bit models
-        # (fp32 models use "ieee"); the interpreter cannot dot bf16 at all.
-        q_ok = g_ok[:, None] & c_ok[None, :]
-        qh_lo = tl.load(q_row[:, None] + offs_c[None, :], mask=q_ok, other=0.0).to(tl.float32)
-        qh_hi = tl.load(q_row[:, None] + offs_c[None, :] + HALF, mask=q_ok, other=0.0).to(tl.float32)
-        if WRITE_NEW:
-            # The query's own K/V (position start + hlen - 1) go into the ring here instead of in a ring_write launch
-            # of their own (a draft pass is launch-bound on small models). Only this program reads the ring in this
-            # launch; the barrier makes its threads' stores visible to its own loads below (CUDA: __syncthreads
-            # orders global memory within a block).
-            pn = start + hlen - 1
-            dst = slot * s_hs + ((pn // P) % _RING_C).to(tl.int64) * s_hr + (pn % P).to(tl.int64) * s_hn + h * s_hh
-            src = b.to(tl.int64) * s_nb + h.to(tl.int64) * s_nh + offs_c
-            ty = hk_ptr.dtype.element_ty
-            tl.store(hk_ptr + dst + offs_c, tl.load(nk_ptr + src, mask=c_ok).to(ty), mask=c_ok)
-            tl.store(hk_ptr + dst + offs_c + HALF, tl.load(nk_ptr + src + HALF, mask=c_ok).to(ty), mask=c_ok)
-            tl.store(hv_ptr + dst + offs_c, tl.load(nv_ptr + src, mask=c_ok).to(ty), mask=c_ok)
-            tl.store(hv_ptr + dst + offs_c + HALF, tl.load(nv_ptr + src + HALF, mask=c_ok).to(ty), mask=c_ok)
-            tl.debug_barrier()
-        offs_t = tl.arange(0, HOT_BLOCK)
-        for t0 in range(0, hlen, HOT_BLOCK):
-            t = t0 + offs_t
-            t_ok = t < hlen
-            pos = start + t
-            tok = slot * s_hs + ((pos // P) % _RING_C).to(tl.int64) * s_hr + (pos % P).to(tl.int64) * s_hn + h * s_hh
-            at = tok[:, None] + offs_c[None, :]
-            ok2 = t_ok[:, None] & c_ok[None, :]
-            k_lo = tl.load(hk_ptr + at, mask=ok2, other=0.0).to(tl.float32)
-            k_hi = tl.load(hk_ptr + at + HALF, mask=ok2, other=0.0).to(tl.float32)
-            sc = tl.dot(qh_lo, tl.trans(k_lo), input_precision=HOT_PREC)
-            sc = tl.dot(qh_hi, tl.trans(k_hi), sc, input_precision=HOT_PREC)
-            sc = tl.where(t_ok[None, :], sc * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(sc, 1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(sc - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v_lo = tl.load(hv_ptr + at, mask=ok2, other=0.0).to(tl.float32)
-            v_hi = tl.load(hv_ptr + at + HALF, mask=ok2, other=0.0).to(tl.float32)
-            acc_lo = tl.dot(p, v_lo, acc_lo * alpha[:, None], input_precision=HOT_PREC)
-            acc_hi = tl.dot(p, v_hi, acc_hi * alpha[:, None], input_precision=HOT_PREC)
-            m_i = m_new
+        m_i, l_i, acc_lo, acc_hi = _attend_hot(
+            b, h, q_row, offs_c, c_ok, g_ok, m_i, l_i, acc_lo, acc_hi,
+            hk_ptr, hv_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr, hlen_ptr, nk_ptr, nv_ptr, s_nb, s_nh, qk_scale,
+            HALF, P, HOT_PREC, HOT_BLOCK, HOT_NATIVE, WRITE_NEW)
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF)
     else:
         # ---- this split's contiguous share of the page list
@@ -302,7 +266,7 @@ def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
-                 new_k=None, new_v=None):
+                 new_k=None, new_v=None, hot_block=None, hot_native=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
@@ -380,6 +344,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
+    # 16-bit hot operands as stored (the interpreter cannot dot bf16); fp32 models keep the fp32 dots
+    hn = bool(HOT_NATIVE if hot_native is None else hot_native) and hot_k.dtype != torch.float32 and q.dtype != \
+        torch.float32 and not (_interpreting() and hot_k.dtype == torch.bfloat16)
+    hb = int(hot_block or (64 if hn else 32))
+    if hb < 16 or hb & (hb - 1):
+        raise ValueError(f"draft_decode: hot_block must be a power of two >= 16, got {hb}")
     npart = ns + 1
     m_part = torch.empty((B, Hq, npart), dtype=torch.float32, device=dev)
     l_part = torch.empty_like(m_part)
@@ -401,8 +371,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part,
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
-        NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=32,
-        USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
+        NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=hb,
+        HOT_NATIVE=hn, USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
         KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )

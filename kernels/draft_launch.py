@@ -29,6 +29,15 @@ MERGE_CHUNK = 64
 MAX_SPLITS = 256
 SPLIT_SLACK = 0.02
 MAX_WAVES = 4
+# Short splits (at most this many pages: sparse drafts) are chosen by a makespan model instead: there a program's
+# fixed cost (q, page ids, first-page latency, partial store) and the hot-token programs are a large part of the time.
+# Costs in page-times: a page program MODEL_OVERHEAD + its pages, a hot-token program MODEL_HOT; hot programs start
+# first, page programs fill the free slots, then the slots the hot programs leave. H100, 7% lists, against the wave
+# rule (bench/results/s17): pycode-30m 15k x 64 26.0 -> 24.9 us (4 -> 3 splits), 4k x 128 24.4 -> 22.2 (2 -> 1);
+# Llama-3-8B 128k x 1 21.3 -> 18.9 (66 splits, 18 of them empty -> 48).
+SHORT_SPLIT_PAGES = 16
+MODEL_OVERHEAD = 4
+MODEL_HOT = 3
 NUM_STAGES = 3  # Triton pipeline depth when PREFETCH is off and nothing else is said
 
 
@@ -49,13 +58,16 @@ def launch_config(page_size: int, gpad: int):
 
 
 def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
-                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
+                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT, hot_programs: int = 1) -> int:
     """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
     n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
     counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
     B=1, Hkv=8, S=396: 49 splits, one wave; B=32: 3 splits in two full waves (1 split would leave a third of the
     slots idle). The B*Hkv hot-token programs are not counted: they
-    are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without)."""
+    are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without), except where the
+    splits are short (SHORT_SPLIT_PAGES): there the split count with the least modelled makespan (``_makespan``,
+    ``hot_programs`` a (request, KV head)) is taken. Last, the count is lowered to the splits that a full list actually fills
+    (cdiv(max_pages, per) for per = cdiv(max_pages, splits): the same pages a split, no empty programs)."""
     if max_pages <= 0:
         return 1
     bh = max(1, batch * num_kv_heads)
@@ -66,4 +78,27 @@ def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int,
         ns = min(waves * slots // bh, cap)
         if ns >= 1 and triton.cdiv(bh * ns, slots) / ns < best_cost * (1 - SPLIT_SLACK):
             best, best_cost = ns, triton.cdiv(bh * ns, slots) / ns
-    return best
+    if triton.cdiv(max_pages, best) <= SHORT_SPLIT_PAGES:
+        best = min(range(1, cap + 1), key=lambda ns: (_makespan(bh, hot_programs, max_pages, ns, slots), ns))
+    return triton.cdiv(max_pages, triton.cdiv(max_pages, best))
+
+
+@functools.lru_cache(maxsize=4096)
+def _makespan(bh: int, hot: int, max_pages: int, splits: int, slots: int) -> float:
+    """Modelled time (page-times) of bh*hot hot-token programs and bh*n page programs (n = the splits a full list
+    fills) on ``slots`` equal slots, hot programs first (launch order), each slot taking the next program when free."""
+    per = triton.cdiv(max_pages, splits)
+    n_page, n_hot, d = bh * triton.cdiv(max_pages, per), bh * hot, MODEL_OVERHEAD + per
+    hot_waves, hot_tail = divmod(n_hot, slots)  # full waves of hot programs, then a partial one
+    t0 = hot_waves * MODEL_HOT
+    early = slots - hot_tail if hot_tail else slots  # slots free at t0; the others free at t0 + MODEL_HOT
+    late = hot_tail
+    t, done = t0, 0
+    while True:  # rounds: `early` programs end at t0 + k d, `late` ones at t0 + MODEL_HOT + k d
+        done += early
+        if done >= n_page:
+            return t + d
+        done += late
+        if done >= n_page:
+            return t + MODEL_HOT + d
+        t += d

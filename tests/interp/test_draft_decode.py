@@ -82,8 +82,9 @@ def dense_oracle(args):
 
 # Tolerances vs the unrounded fp32 reference. Page scores: q*s is rounded to fp16 once per page (rel. 2^-11) and
 # multiplies centred codes |u - 8| <= 8, so a score moves by ~2^-11 of sqrt(Σ_j (q_j s_j 8)^2) (~1e-3 log2-units here,
-# the keys have outlier channels); p*s_v is rounded to fp16 (2^-11). Hot tokens: fp32 operands (16-bit inputs are exact
-# in tf32; p is rounded to tf32, 2^-11, on the GPU). Rounding the output to the q dtype adds half an ulp: 2^-9 (bf16),
+# the keys have outlier channels); p*s_v is rounded to fp16 (2^-11). Hot tokens: fp16 operands as stored, p rounded to
+# fp16 (2^-11), or fp32 operands (bf16 under the interpreter, fp32 models: 16-bit inputs are exact in tf32; p is rounded
+# to tf32, 2^-11, on the GPU; the GPU's bf16 p, 2^-9, is checked by tests/gpu and bench/dev_kernels.py at 1e-2). Rounding the output to the q dtype adds half an ulp: 2^-9 (bf16),
 # 2^-11 (fp16) relative. Outputs are O(1) (|out| <= ~3.5); measured errors stay below 1/4 of these bounds (max
 # 1.5e-2 for bf16, of which 7.6e-3 is the output rounding; 3e-3 for fp16/fp32), so a wrong scale, zero term or ring
 # index (errors >= 1) cannot pass.
@@ -137,6 +138,9 @@ VARIANTS = [
     dict(key_frag=True),  # keys in the wgmma A fragment's order (the default; case 3: P = 64, D = 128; no-op in case 5)
     dict(key_frag=False),  # keys through shared memory (the layout before session 8)
     dict(key_frag=True, flat_scales=False),
+    dict(hot_block=16),  # the hot-token program's step (64 by default for 16-bit models on the GPU, else 32)
+    dict(hot_block=64, hot_native=True),  # 16-bit hot operands (fp16 here; bf16 runs on the GPU only)
+    dict(hot_native=False),  # fp32 hot operands (the default for fp32 models and the interpreter's bf16)
 ]
 
 
@@ -154,6 +158,20 @@ def test_triton_variants_match_ref(kw, case, device):
         out = torch.full((B, Hq, D), float("nan"), dtype=dtype, device=device)
         draft_decode(**args, out=out, num_splits=splits, **kw)
         torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype], msg=f"ns={splits}")
+
+
+@pytest.mark.parametrize("hb", [16, 64])
+def test_triton_hot_native_fp16(hb, device):
+    """hot_native: the hot dots on the fp16 operands as stored (p rounded to fp16, 2^-11: within TOL), case 4's
+    hot lengths 33 / 1 / 9 in one or several steps."""
+    from sgl_spec.kernels.draft_decode import draft_decode
+
+    B, Hq, Hkv, D, P, n_pages, hot, dt, ns = CASES[4]
+    args = make_case(B, Hq, Hkv, D, P, n_pages, hot, torch.float16, device, seed=11)
+    ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))
+    out = torch.full((B, Hq, D), float("nan"), dtype=torch.float16, device=device)
+    draft_decode(**args, out=out, hot_native=True, hot_block=hb)
+    torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[torch.float16], rtol=TOL[torch.float16])
 
 
 def test_triton_variants_long_list(device):

@@ -1,0 +1,50 @@
+"""draft_decode's split rule (kernels/draft_launch.py): shapes only, so it runs on the CPU. The counts asserted for
+H100 shapes (132 SMs, 4 programs an SM) are the ones timed against the previous rule in bench/results/s17."""
+import pytest
+import triton
+
+from sgl_spec.kernels.draft_launch import _makespan, num_splits_for
+
+SMS, PPS = 132, 4
+
+
+@pytest.mark.parametrize("batch,hkv,maxp,want", [
+    # short (sparse) lists: the makespan model. pycode-30m (Hkv = 2), the server's 7% list width of 18 pages
+    (32, 2, 18, 6),  # wave rule: 8 splits, 2 of them empty, hot programs in a second wave
+    (64, 2, 18, 3),  # wave rule: 4 (26.0 -> 24.9 us at 15k x 64 in the s17 A/B, 17 pages)
+    (128, 2, 18, 2),  # one split would be faster only for short lists (4k: 5 pages -> 1 split)
+    (128, 2, 5, 1),
+    (1, 8, 144, 48),  # Llama-3-8B 128k x 1, 7%: 66 splits of which 18 were empty (21.3 -> 18.9 us)
+    # long (dense) lists: the wave rule, only lowered to the splits a full list fills (same pages a split)
+    (1, 8, 2048, 64),
+    (8, 8, 4096, 33),
+    (32, 8, 4096, 2),
+])
+def test_split_counts(batch, hkv, maxp, want):
+    assert num_splits_for(batch, hkv, maxp, SMS, PPS) == want
+
+
+@pytest.mark.parametrize("batch,hkv", [(1, 8), (8, 8), (32, 2), (64, 2), (128, 2), (1, 2), (17, 4)])
+@pytest.mark.parametrize("maxp", [1, 5, 17, 18, 36, 144, 287, 2048])
+def test_no_empty_splits_for_a_full_list(batch, hkv, maxp):
+    """Every split of a full list gets pages: cdiv(maxp, ns) pages a split fill exactly ns splits."""
+    ns = num_splits_for(batch, hkv, maxp, SMS, PPS)
+    per = triton.cdiv(maxp, ns)
+    assert 1 <= ns <= maxp and triton.cdiv(maxp, per) == ns and (ns - 1) * per < maxp
+
+
+def test_makespan_model():
+    # everything fits one wave: the longest page program
+    assert _makespan(64, 1, 18, 6, 528) == 4 + 3
+    # 15k x 64: 4 splits put 112 page programs behind the 128 hot ones, 3 splits fit one wave
+    assert _makespan(128, 1, 18, 4, 528) == 3 + 4 + 5
+    assert _makespan(128, 1, 18, 3, 528) == 4 + 6
+    # more programs than slots: the rounds add up
+    assert _makespan(256, 1, 18, 18, 528) > _makespan(256, 1, 18, 2, 528)
+
+
+def test_degenerate_shapes():
+    assert num_splits_for(1, 1, 0, SMS, PPS) == 1
+    assert num_splits_for(1, 1, 1, SMS, PPS) == 1
+    assert num_splits_for(4096, 8, 18, SMS, PPS) >= 1  # more (request, head) pairs than slots
+    assert num_splits_for(3, 2, 18, 8, 4) >= 1  # interpreter SM count
