@@ -110,8 +110,9 @@ KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge
              "programs_per_sm", "key_frag", "hot_block", "hot_native")
 
 
-def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
-    """Dense page lists, or with ``sparse = (ratio, min_pages, sink_pages)`` select_topk_pages-sized ones."""
+def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
+    """Dense page lists, or with ``sparse = (ratio, min_pages, sink_pages)`` select_topk_pages-sized ones (padded to
+    ``kcap`` columns when that is wider)."""
     from sgl_spec.kernels.draft_decode import draft_decode
 
     rows = []
@@ -121,6 +122,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None):
         lens = [ctx] * B
         qb = quant_pages(lens, P, "cuda", copies=1, gen=gen)[0]
         ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
+        if sparse is not None and kcap > ids.shape[1]:
+            ids = torch.nn.functional.pad(ids, (0, kcap - ids.shape[1]))
         q = torch.randn(B, HQ, D, device="cuda", dtype=DTYPE)
         out = torch.empty_like(q)
         nbytes = bytes_draft(P, cnt.tolist(), hl.tolist())
@@ -372,6 +375,11 @@ def main():
     ap.add_argument("--draft-sparse", default="",
                     help="ctx:B:P list timed with select_topk_pages-sized lists (--ratio, min 1 page, 1 sink)")
     ap.add_argument("--ratio", type=float, default=0.07)
+    ap.add_argument("--min-pages", type=int, default=1,
+                    help="--draft-sparse: list length floor (the server's --quantspec-min-pages default is 8)")
+    ap.add_argument("--kcap", type=int, default=0,
+                    help="--draft-sparse: pad the page lists to this width, as the server's tables are "
+                         "(ceil(ratio x context-length pages): 18 for pycode-30m); the split rule reads the width")
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
     ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
                     help="comma list: '' new kernel, off = scores off, v0 = previous kernel, bf = batch-following "
@@ -407,7 +415,7 @@ def main():
     res["rows"] += bench_draft(cfg(a.draft), parse_variants(a.variants), gbps, log, a.eager)
     if a.draft_sparse:
         res["rows"] += bench_draft(cfg(a.draft_sparse), parse_variants(a.variants), gbps, log, a.eager,
-                                   sparse=(a.ratio, 1, 1))
+                                   sparse=(a.ratio, a.min_pages, 1), kcap=a.kcap)
     if a.verify:
         res["rows"] += bench_verify(cfg(a.verify), a.nq, gbps, log, a.verify_variants.split(","), a.maxp)
     if a.quantize:
