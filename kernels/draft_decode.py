@@ -189,8 +189,8 @@ def _draft_decode_kernel(
     if s == 0:
         m_i, l_i, acc_lo, acc_hi = _attend_hot(
             b, h, q_row, offs_c, c_ok, g_ok, m_i, l_i, acc_lo, acc_hi,
-            hk_ptr, hv_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr, hlen_ptr, nk_ptr, nv_ptr, s_nb, s_nh, qk_scale,
-            HALF, P, HOT_PREC, HOT_BLOCK, HOT_NATIVE, WRITE_NEW)
+            hk_ptr, hv_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr, hlen_ptr, nk_ptr, nv_ptr, s_nb, s_nh,
+            qk_scale, HALF, P, HOT_PREC, HOT_BLOCK, HOT_NATIVE, WRITE_NEW)
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, acc_lo, acc_hi, HALF)
     else:
         # ---- this split's contiguous share of the page list

@@ -29,12 +29,13 @@ MERGE_CHUNK = 64
 MAX_SPLITS = 256
 SPLIT_SLACK = 0.02
 MAX_WAVES = 4
-# Short splits (at most this many pages: sparse drafts) are chosen by a makespan model instead: there a program's
-# fixed cost (q, page ids, first-page latency, partial store) and the hot-token programs are a large part of the time.
-# Costs in page-times: a page program MODEL_OVERHEAD + its pages, a hot-token program MODEL_HOT; hot programs start
-# first, page programs fill the free slots, then the slots the hot programs leave. H100, 7% lists, against the wave
-# rule (bench/results/s17): pycode-30m 15k x 64 26.0 -> 24.9 us (4 -> 3 splits), 4k x 128 24.4 -> 22.2 (2 -> 1);
-# Llama-3-8B 128k x 1 21.3 -> 18.9 (66 splits, 18 of them empty -> 48).
+# Short splits (at most SHORT_SPLIT_PAGES pages: sparse drafts) are chosen by a makespan model instead: there a
+# program's fixed cost (q, page ids, first-page latency, partial store) and the hot-token programs are a large part of
+# the time. Costs in page-times, set by hand to the H100 sweeps of bench/results/s17: a page program MODEL_OVERHEAD +
+# its pages, a hot-token program MODEL_HOT; hot programs start first, page programs fill the free slots, then the
+# slots the hot programs leave. Split counts alone (dev_kernels_variants_*.log, before the hot-path change): pycode-30m
+# 15k x 64 26.2 -> 24.3 us (4 -> 3 splits), 4k x 128 24.0 -> 21.4 (2 -> 1), while 15k x 128 keeps 2 (1: +6%);
+# Llama-3-8B 128k x 1 21.4 -> 19.6 (66 splits of which 18 empty -> 50).
 SHORT_SPLIT_PAGES = 16
 MODEL_OVERHEAD = 4
 MODEL_HOT = 3
@@ -66,8 +67,9 @@ def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int,
     slots idle). The B*Hkv hot-token programs are not counted: they
     are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without), except where the
     splits are short (SHORT_SPLIT_PAGES): there the split count with the least modelled makespan (``_makespan``,
-    ``hot_programs`` a (request, KV head)) is taken. Last, the count is lowered to the splits that a full list actually fills
-    (cdiv(max_pages, per) for per = cdiv(max_pages, splits): the same pages a split, no empty programs)."""
+    ``hot_programs`` a (request, KV head)) is taken. Last, the count is lowered to the splits that a full list
+    actually fills (cdiv(max_pages, per) for per = cdiv(max_pages, splits): the same pages a split, no empty
+    programs)."""
     if max_pages <= 0:
         return 1
     bh = max(1, batch * num_kv_heads)
