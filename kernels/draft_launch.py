@@ -58,16 +58,17 @@ def launch_config(page_size: int, gpad: int):
     return cfg
 
 
+@functools.lru_cache(maxsize=4096)  # called at every launch; the short-split search would cost ~30-70 us a call
 def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int, programs_per_sm: int = 3,
-                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT, hot_programs: int = 1) -> int:
+                   min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
     """Page splits per (request, KV head), from shapes only. With S = programs_per_sm * sm_count program slots and
     n = B*Hkv*splits equal page programs, the time goes as waves / splits = ceil(n / S) / splits: among the split
     counts that exactly fill 1 .. MAX_WAVES waves, take the cheapest (more waves must win by SPLIT_SLACK). E.g.
     B=1, Hkv=8, S=396: 49 splits, one wave; B=32: 3 splits in two full waves (1 split would leave a third of the
     slots idle). The B*Hkv hot-token programs are not counted: they
     are launched first and are short (B=8, 256k, P=64: 1.78 ms with them counted, 1.47 ms without), except where the
-    splits are short (SHORT_SPLIT_PAGES): there the split count with the least modelled makespan (``_makespan``,
-    ``hot_programs`` a (request, KV head)) is taken. Last, the count is lowered to the splits that a full list
+    splits are short (SHORT_SPLIT_PAGES): there the split count with the least modelled makespan (``_makespan``)
+    is taken. Last, the count is lowered to the splits that a full list
     actually fills (cdiv(max_pages, per) for per = cdiv(max_pages, splits): the same pages a split, no empty
     programs)."""
     if max_pages <= 0:
@@ -81,16 +82,16 @@ def num_splits_for(batch: int, num_kv_heads: int, max_pages: int, sm_count: int,
         if ns >= 1 and triton.cdiv(bh * ns, slots) / ns < best_cost * (1 - SPLIT_SLACK):
             best, best_cost = ns, triton.cdiv(bh * ns, slots) / ns
     if triton.cdiv(max_pages, best) <= SHORT_SPLIT_PAGES:
-        best = min(range(1, cap + 1), key=lambda ns: (_makespan(bh, hot_programs, max_pages, ns, slots), ns))
+        best = min(range(1, cap + 1), key=lambda ns: (_makespan(bh, max_pages, ns, slots), ns))
     return triton.cdiv(max_pages, triton.cdiv(max_pages, best))
 
 
-@functools.lru_cache(maxsize=4096)
-def _makespan(bh: int, hot: int, max_pages: int, splits: int, slots: int) -> float:
-    """Modelled time (page-times) of bh*hot hot-token programs and bh*n page programs (n = the splits a full list
-    fills) on ``slots`` equal slots, hot programs first (launch order), each slot taking the next program when free."""
+def _makespan(bh: int, max_pages: int, splits: int, slots: int) -> float:
+    """Modelled time (page-times) of bh hot-token programs (one a (request, KV head)) and bh*n page programs (n = the
+    splits a full list fills) on ``slots`` equal slots, hot programs first (launch order), each slot taking the next
+    program when free."""
     per = triton.cdiv(max_pages, splits)
-    n_page, n_hot, d = bh * triton.cdiv(max_pages, per), bh * hot, MODEL_OVERHEAD + per
+    n_page, n_hot, d = bh * triton.cdiv(max_pages, per), bh, MODEL_OVERHEAD + per
     hot_waves, hot_tail = divmod(n_hot, slots)  # full waves of hot programs, then a partial one
     t0 = hot_waves * MODEL_HOT
     early = slots - hot_tail if hot_tail else slots  # slots free at t0; the others free at t0 + MODEL_HOT

@@ -35,12 +35,12 @@ def test_no_empty_splits_for_a_full_list(batch, hkv, maxp):
 
 def test_makespan_model():
     # everything fits one wave: the longest page program
-    assert _makespan(64, 1, 18, 6, 528) == 4 + 3
+    assert _makespan(64, 18, 6, 528) == 4 + 3
     # 15k x 64: 4 splits put 112 page programs behind the 128 hot ones, 3 splits fit one wave
-    assert _makespan(128, 1, 18, 4, 528) == 3 + 4 + 5
-    assert _makespan(128, 1, 18, 3, 528) == 4 + 6
+    assert _makespan(128, 18, 4, 528) == 3 + 4 + 5
+    assert _makespan(128, 18, 3, 528) == 4 + 6
     # more programs than slots: the rounds add up
-    assert _makespan(256, 1, 18, 18, 528) > _makespan(256, 1, 18, 2, 528)
+    assert _makespan(256, 18, 18, 528) > _makespan(256, 18, 2, 528)
 
 
 def test_degenerate_shapes():
