@@ -41,8 +41,6 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -50,11 +48,10 @@ import e2e_client
 import e2e_plan
 import e2e_results
 import e2e_server
-from e2e_prompts import PythonCorpus, random_prompts
+from e2e_setup import REPO, setup
 
 T0 = time.monotonic()  # --budget-s counts from process start
 TAIL = 64  # --shared-prefix: distinct last tokens per request (a whole page at every page size we use)
-REPO = Path(__file__).resolve().parent.parent
 
 
 def parse_args(argv=None):
@@ -113,39 +110,6 @@ def parse_args(argv=None):
     return a
 
 
-def device_name(device: str) -> str:
-    if device == "cpu":
-        return "cpu"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout.strip().splitlines()
-        if out:
-            return out[0].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "cuda"
-
-
-def resolve_model(a):
-    """(name, path, dummy) for --model; --smoke builds the tests' tiny random Llama."""
-    if a.smoke and not a.model:
-        sys.path.insert(0, str(REPO / "tests" / "cpu" / "shims"))
-        import torchvision_fix  # transformers imports the CUDA-built torchvision (tests/cpu/shims)
-
-        torchvision_fix.install()
-        from tinymodel import make_tiny_llama  # tests/cpu is on sys.path (e2e_server imports harness)
-
-        return "tiny-llama", make_tiny_llama(a.out / "models" / "tiny-llama", dtype="float32"), False
-    spec = a.model or f"pycode-30m={REPO.parent / 'shared' / 'models' / 'pycode-30m'}"
-    if spec in e2e_server.BUILTIN_DUMMY:
-        return spec, e2e_server.write_dummy_model(spec, a.out / "models"), True
-    name, _, path = spec.partition("=")
-    if not path or not (Path(path) / "config.json").exists():
-        raise SystemExit(f"--model {spec}: expected NAME=PATH to a checkpoint folder, or one of "
-                         f"{sorted(e2e_server.BUILTIN_DUMMY)}")
-    return name, Path(path), False
-
-
 def plan(a, doc, device, model) -> list[tuple[str, int]]:
     """(mode, γ) per server, in order; γ = 0 for the non-speculative modes."""
     out = []
@@ -188,8 +152,43 @@ def _row_base(a, device, model, mode, gamma, ctx, b):
             "temperature": a.temperature, "shared_prefix": a.shared_prefix}
 
 
+def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[str]:
+    """The launch arguments of one mode's server for a grid up to ``max_b`` requests of ``max_ctx`` tokens."""
+    path, dummy = ctx_info[2], ctx_info[3]
+    if a.device == "cpu":
+        args = e2e_server.cpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
+                                   quant=e2e_server.MODES[mode]["quant"])
+        if mode == "spec-topk":
+            args += ["--quantspec-min-pages", "1"]
+    else:
+        args = e2e_server.gpu_args(path, max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
+                                   chunk=a.chunk, mem_fraction=mem_fraction)
+    return args + e2e_server.mode_args(mode, gamma) + shlex.split(a.extra)
+
+
+def common_fields(a, ctx_info, srv, mode, args) -> dict:
+    """The fields every row measured on ``srv`` shares (version, pool, KV bytes per token)."""
+    cfg, page, dummy = ctx_info[4], ctx_info[5], ctx_info[3]
+    info = srv.info()
+    kv = e2e_server.kv_bytes_from_log(srv.log_since(0))
+    quant, spec = e2e_server.MODES[mode]["quant"], e2e_server.MODES[mode]["spec"]
+    return {"sglang": info.get("version"), "server_startup_s": srv.startup_s,
+            "max_total_num_tokens": info.get("max_total_num_tokens"), "server_args": args,
+            "kv_bytes_per_token": e2e_server.kv_bytes_formula(cfg, quant, page, 4 if a.smoke else 2), **kv,
+            "acceptance_meaningful": spec and not dummy}
+
+
+def capacity_shortfall(a, ctx_info, row) -> str:
+    """Why the server's KV pool cannot hold the row's batch (empty when it can)."""
+    page_eff = ctx_info[5] if e2e_server.MODES[row["mode"]]["quant"] else 1
+    cap = row.get("max_total_num_tokens") or 0
+    own = TAIL if a.shared_prefix else row["ctx"]
+    need = row["batch"] * (own + a.gen + row["gamma"] + 1 + page_eff) + (row["ctx"] - own)
+    return f"KV capacity: needs {need} of {cap}" if cap and need > 0.95 * cap else ""
+
+
 def run_server(a, doc, clock, ctx_info, mode, gamma):
-    device, model, path, dummy, cfg, page, prompts_for = ctx_info
+    device, model, path, _, _, _, prompts_for = ctx_info
     todo = [(ctx, b) for ctx in a.ctx for b in a.batch
             if a.redo or not e2e_results.done(doc, _row_base(a, device, model, mode, gamma, ctx, b))]
     if not todo:
@@ -198,38 +197,20 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
     first = clock.est_config(todo[0][1], todo[0][0], a.gen)
     if clock.left() < clock.startup + first:
         return _skip_all(a, doc, todo, device, model, mode, gamma, "budget (server start)")
-    quant, spec = e2e_server.MODES[mode]["quant"], e2e_server.MODES[mode]["spec"]
     max_b, max_ctx = max(b for _, b in todo), max(c for c, _ in todo)
-    if a.device == "cpu":
-        args = e2e_server.cpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
-                                   quant=quant)
-        if mode == "spec-topk":
-            args += ["--quantspec-min-pages", "1"]
-    else:
-        args = e2e_server.gpu_args(path, max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
-                                   chunk=a.chunk, mem_fraction=a.mem_fraction)
-    args += e2e_server.mode_args(mode, gamma) + shlex.split(a.extra)
-    page_eff = page if quant else 1
+    args = server_args(a, ctx_info, mode, gamma, max_b, max_ctx, a.mem_fraction)
     try:
         with e2e_server.launch(args, device=a.device, log_dir=a.log_dir / model, model_dir=path,
                                timeout=max(60.0, min(900.0, clock.left() - 30)), site=a.site,
                                overlay=not a.no_overlay) as srv:
             clock.startup = max(clock.startup, srv.startup_s + 10)
-            info = srv.info()
-            start_log = srv.log_since(0)
-            kv = e2e_server.kv_bytes_from_log(start_log)
-            common = {"sglang": info.get("version"), "server_startup_s": srv.startup_s,
-                      "max_total_num_tokens": info.get("max_total_num_tokens"), "server_args": args,
-                      "kv_bytes_per_token": e2e_server.kv_bytes_formula(cfg, quant, page, 4 if a.smoke else 2), **kv,
-                      "acceptance_meaningful": spec and not dummy}
+            common = common_fields(a, ctx_info, srv, mode, args)
             _warmup(srv, prompts_for, a, max_ctx, gamma)
             for i, (ctx, b) in enumerate(todo):
                 row = {**_row_base(a, device, model, mode, gamma, ctx, b), **common}
-                cap = info.get("max_total_num_tokens") or 0
-                own = TAIL if a.shared_prefix else ctx
-                need = b * (own + a.gen + gamma + 1 + page_eff) + (ctx - own)
-                if cap and need > 0.95 * cap:
-                    _record(a, doc, {**row, "status": "skipped", "reason": f"KV capacity: needs {need} of {cap}"})
+                short = capacity_shortfall(a, ctx_info, row)
+                if short:
+                    _record(a, doc, {**row, "status": "skipped", "reason": short})
                     continue
                 if clock.left() < clock.est_config(b, ctx, a.gen) + 5:
                     _skip_all(a, doc, todo[i:], device, model, mode, gamma, "budget")
@@ -339,24 +320,9 @@ def main(argv=None):
     a.out.mkdir(parents=True, exist_ok=True)
     if a.continue_from and not (a.out / "e2e.json").exists() and Path(a.continue_from).exists():
         e2e_results.save(e2e_results.load(a.continue_from), a.out / "e2e.json")
-    device = device_name(a.device)
-    model, path, dummy = resolve_model(a)
-    cfg = e2e_server.model_config(path)
-    page = 32 if a.smoke else 64
-    a.model_cfgs = {model: (cfg, page)}
+    ctx_info, meta = setup(a)
+    device, model, path, dummy = ctx_info[:4]
     doc = e2e_results.load(a.out / "e2e.json")
-    meta = {"device": device, "model": model, "model_path": str(path), "dummy": dummy, "argv": sys.argv[1:],
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "python": sys.version.split()[0]}
-    if dummy:
-        prompts_for = lambda ctx, b, seed_extra=0: random_prompts(  # noqa: E731
-            b, ctx, cfg["vocab_size"], seed=ctx * 1009 + b * 7 + seed_extra)
-        meta["prompts"] = f"random token ids in [1, {cfg['vocab_size']})"
-    else:
-        corpus = PythonCorpus(path / "tokenizer.json",
-                              min_tokens=50_000 if a.smoke else max(1_500_000, 4 * max(a.ctx)))
-        prompts_for = lambda ctx, b, seed_extra=0: corpus.prompts(  # noqa: E731
-            b, ctx, seed=ctx * 1009 + b * 7 + seed_extra)
-        meta["prompts"] = f"Python standard library text: {corpus.source}"
     doc["meta"] = meta
     doc.setdefault("runs", []).append(meta)
     clock = Clock(a.budget_s, a.device)
@@ -366,7 +332,7 @@ def main(argv=None):
     if not a.smoke:
         e2e_plan.show(a, doc, device, model, servers, _row_base, only_estimate=True)
     for mode, gamma in servers:
-        run_server(a, doc, clock, (device, model, path, dummy, cfg, page, prompts_for), mode, gamma)
+        run_server(a, doc, clock, ctx_info, mode, gamma)
         e2e_results.derive(doc, a.model_cfgs)
         e2e_results.save(doc, a.out / "e2e.json")
     e2e_results.derive(doc, a.model_cfgs)
