@@ -14,7 +14,8 @@ on SGLang's non-overlap scheduler, ``--disable-overlap-schedule``: what overlap 
 ``auto`` takes each mode's best γ of the sweeps already in the JSON (spec-auto: spec-topk's; else the cost model's).
 
 Time: a GPU call is limited, so a grid runs as several invocations appending to one JSON (a rerun skips what is
-done). Every run prints its estimate up front; ``--plan`` prints, for the grid given, the invocations that fit
+done). For repeated side-by-side comparisons, bench/e2e_pair.py keeps every mode's server up at once and
+alternates the cells between them. Every run prints its estimate up front; ``--plan`` prints, for the grid given, the invocations that fit
 ``--budget-s`` each (bench/e2e_plan.py: rates measured in the JSON so far, else guesses).
 
 Models: pycode-30m (real weights, Python prompts from the stdlib) or a built-in config-only model with

@@ -6,7 +6,9 @@ per mode, one after the other, and a repeat means launching each server again (~
 pycode-30m, more than the cells themselves at ~5-15 s each). The same code's rate also moves between launches (session
 18, H100: spec-topk 15k x 32 at 41.4k and 49.0k tok/s with the same accept length; bench/results/s18). Here each mode's
 server starts once; then, per repeat, every (ctx, batch) cell is measured on each server back to back, the servers'
-order alternating between repeats, so a cell's modes are minutes apart at most and a slow period hits both.
+order alternating between repeats, so a cell's modes are minutes apart at most and a slow period hits both. No cell
+starts that ``--budget-s`` (default here 3600) would not cover; ``rep<k>.json`` is rewritten after every cell, so a
+call cut short keeps what it measured.
 
 Only one server decodes at a time (the others are idle between requests), so they share the GPU's memory, not its
 time. Memory: SGLang sizes a server's static memory as ``--mem-fraction-static`` times the memory free when that
@@ -53,7 +55,7 @@ def parse_args(argv=None):
         raise SystemExit(0)
     if "--smoke" in rest and "--out" not in rest:
         rest += ["--out", "/tmp/sgl_spec_e2e_pair_smoke"]
-    if "--budget-s" not in rest and "--time-budget-s" not in rest:  # it sets the client's timeouts here
+    if "--budget-s" not in rest and "--time-budget-s" not in rest:  # no cell starts past it; client timeouts
         rest += ["--budget-s", "3600"]
     a = bench_e2e.parse_args(rest)
     a.repeats = own.repeats
@@ -111,6 +113,8 @@ def main(argv=None):
                     short = bench_e2e.capacity_shortfall(a, ctx_info, row)
                     if short:
                         out = {**row, "status": "skipped", "reason": short}
+                    elif clock.left() < clock.est_config(b, ctx, a.gen) + 5:
+                        out = {**row, "status": "skipped", "reason": "budget"}
                     elif not srv.alive():
                         out = {**row, "status": "failed", "reason": "server died",
                                "log_tail": srv.log_since(max(0, srv.log_size() - 4000))}

@@ -385,7 +385,9 @@ def test_pair_smoke_run_measures_every_cell_on_both_servers_each_repeat(tmp_path
     import e2e_pair
 
     out = tmp_path / "pair"
-    merged = e2e_pair.main(["--smoke", "--ctx", "160", "--batch", "1,3", "--gen", "24", "--repeats", "2",
+    # 48 new tokens (bench_e2e's smoke run takes 24): both servers' CPU processes share the cores, and under a loaded
+    # CI machine a 24-token bf16 batch of 3 once finished a request before the last prefill (no steady window)
+    merged = e2e_pair.main(["--smoke", "--ctx", "160", "--batch", "1,3", "--gen", "48", "--repeats", "2",
                             "--out", str(out)])
     for k in (0, 1):
         rep = json.loads((out / f"rep{k}.json").read_text())
