@@ -59,6 +59,14 @@ def forward_qk(cfg, w, ids, rows):
     ``rows`` positions, logits [T, V]). Written out instead of loading transformers' model (tests/cpu/oracle.py's
     attention hook) because that import needs a test-only shim on CPU torch (tests/cpu/shims/torchvision_fix.py);
     tests/cpu/test_attention_mass.py checks it against Hugging Face's logits."""
+    ks, _, qs, logits = forward_kvq(cfg, w, ids, rows, len(ids))
+    return ks, qs, logits
+
+
+@torch.no_grad()
+def forward_kvq(cfg, w, ids, rows, logit_rows):
+    """``forward_qk`` plus V per layer [Hkv, T, D]; logits of the last ``logit_rows`` positions only (a 15k-token
+    window's full logits would take 0.5 GB): (K, V, Q per layer, logits [logit_rows, V])."""
     hq, hkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim")
     h = cfg["hidden_size"]
     d = d or h // hq
@@ -67,7 +75,8 @@ def forward_qk(cfg, w, ids, rows):
     T = len(ids)
     pos = torch.arange(T)
     x = w["model.embed_tokens.weight"][torch.as_tensor(ids)]
-    ks, qs = [], []
+    ks, vs, qs = [], [], []
+    g = hq // hkv
     for li in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{li}."
         a = _rms(x, w[p + "input_layernorm.weight"], eps)
@@ -76,16 +85,20 @@ def forward_qk(cfg, w, ids, rows):
         v = (a @ w[p + "self_attn.v_proj.weight"].T).view(T, hkv, d).transpose(0, 1)
         q, k = _rope(q, pos, theta), _rope(k, pos, theta)
         ks.append(k)
+        vs.append(v)
         qs.append(q[:, T - rows:].clone())
-        g = hq // hkv
         o = torch.nn.functional.scaled_dot_product_attention(
             q[None], k.repeat_interleave(g, 0)[None], v.repeat_interleave(g, 0)[None], is_causal=True)[0]
         x = x + o.transpose(0, 1).reshape(T, hq * d) @ w[p + "self_attn.o_proj.weight"].T
-        a = _rms(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate = torch.nn.functional.silu(a @ w[p + "mlp.gate_proj.weight"].T)
-        x = x + (gate * (a @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        x = x + mlp(w, p, _rms(x, w[p + "post_attention_layernorm.weight"], eps))
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    return ks, qs, _rms(x, w["model.norm.weight"], eps) @ head.T
+    return ks, vs, qs, _rms(x[T - logit_rows:], w["model.norm.weight"], eps) @ head.T
+
+
+def mlp(w, p, a):
+    """Layer ``p``'s SwiGLU MLP of the normed input ``a``."""
+    gate = torch.nn.functional.silu(a @ w[p + "mlp.gate_proj.weight"].T)
+    return (gate * (a @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
 
 
 def row_stats(k, q, T, rows, page=64):

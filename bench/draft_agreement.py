@@ -48,42 +48,14 @@ sys.path.insert(0, str(ROOT))
 import attention_mass as am  # noqa: E402  (model loading, RMSNorm, RoPE)
 
 
-@torch.no_grad()
 def target_forward(cfg, w, ids, rows):
     """fp32 forward over ``ids``: per layer K, V [Hkv, T, D] (K after RoPE) and Q [Hq, rows, D] of the last ``rows``
-    positions, plus the logits [rows, V] there."""
-    hq, hkv, h = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
-    d = cfg.get("head_dim") or h // hq
-    eps, theta = cfg["rms_norm_eps"], _theta(cfg)
-    T = len(ids)
-    pos = torch.arange(T)
-    x = w["model.embed_tokens.weight"][torch.as_tensor(ids)]
-    ks, vs, qs = [], [], []
-    g = hq // hkv
-    for li in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{li}."
-        a = am._rms(x, w[p + "input_layernorm.weight"], eps)
-        q = am._rope((a @ w[p + "self_attn.q_proj.weight"].T).view(T, hq, d).transpose(0, 1), pos, theta)
-        k = am._rope((a @ w[p + "self_attn.k_proj.weight"].T).view(T, hkv, d).transpose(0, 1), pos, theta)
-        v = (a @ w[p + "self_attn.v_proj.weight"].T).view(T, hkv, d).transpose(0, 1)
-        ks.append(k)
-        vs.append(v)
-        qs.append(q[:, T - rows:].clone())
-        o = torch.nn.functional.scaled_dot_product_attention(
-            q[None], k.repeat_interleave(g, 0)[None], v.repeat_interleave(g, 0)[None], is_causal=True)[0]
-        x = x + o.transpose(0, 1).reshape(T, hq * d) @ w[p + "self_attn.o_proj.weight"].T
-        x = x + _mlp(w, p, am._rms(x, w[p + "post_attention_layernorm.weight"], eps))
-    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    return ks, vs, qs, am._rms(x[T - rows:], w["model.norm.weight"], eps) @ head.T
+    positions, plus the logits [rows, V] there (bench/attention_mass.py's forward)."""
+    return am.forward_kvq(cfg, w, ids, rows, rows)
 
 
 def _theta(cfg):
     return cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
-
-
-def _mlp(w, p, a):
-    gate = torch.nn.functional.silu(a @ w[p + "mlp.gate_proj.weight"].T)
-    return (gate * (a @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
 
 
 def draft_view(k, v, page):
@@ -146,7 +118,7 @@ def draft_logits(cfg, w, ids, t, T, ks, vs, views, sel, page, new_kv=None):
         vv = torch.cat([v4[:, tok], vs[li][:, n * page: t], v], 1)
         o = torch.softmax(q @ kk.repeat_interleave(g, 0).transpose(1, 2) / math.sqrt(d), -1) @ vv.repeat_interleave(g, 0)
         x = x + o.transpose(0, 1).reshape(1, hq * d) @ w[p + "self_attn.o_proj.weight"].T
-        x = x + _mlp(w, p, am._rms(x, w[p + "post_attention_layernorm.weight"], eps))
+        x = x + am.mlp(w, p, am._rms(x, w[p + "post_attention_layernorm.weight"], eps))
     head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
     return (am._rms(x, w["model.norm.weight"], eps) @ head.T)[0]
 
