@@ -71,7 +71,7 @@ def forward_kvq(cfg, w, ids, rows, logit_rows):
     h = cfg["hidden_size"]
     d = d or h // hq
     eps = cfg["rms_norm_eps"]
-    theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
+    theta = rope_theta(cfg)
     T = len(ids)
     pos = torch.arange(T)
     x = w["model.embed_tokens.weight"][torch.as_tensor(ids)]
@@ -95,6 +95,25 @@ def forward_kvq(cfg, w, ids, rows, logit_rows):
     return ks, vs, qs, _rms(x[T - logit_rows:], w["model.norm.weight"], eps) @ head.T
 
 
+def rope_theta(cfg):
+    return cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
+
+
+def page_scores(logits, n, page, hkv):
+    """Verify-rule scores [n] of the first n complete pages from one row's logits [Hq, >= n·P]: max over a page's
+    tokens, max over a KV head's query group, summed over KV heads."""
+    hq = logits.shape[0]
+    return logits[:, : n * page].view(hq, n, page).amax(-1).view(hkv, hq // hkv, n).amax(1).sum(0)
+
+
+def select_pages(score, n, ratio, min_pages, sink_pages):
+    """The ``topk`` rule: sink pages first, then the best scores, ``k = min(n, max(min_pages, ceil(ratio·n)))``
+    pages of n (indices in score order)."""
+    score = score.clone()
+    score[: min(sink_pages, n)] = float("inf")
+    return score.topk(min(n, max(min_pages, math.ceil(ratio * n)))).indices
+
+
 def mlp(w, p, a):
     """Layer ``p``'s SwiGLU MLP of the normed input ``a``."""
     gate = torch.nn.functional.silu(a @ w[p + "mlp.gate_proj.weight"].T)
@@ -114,7 +133,7 @@ def row_stats(k, q, T, rows, page=64):
         n = t // page
         logits = torch.einsum("hd,htd->ht", q[:, j], kk[:, : t + 1]) / math.sqrt(d)
         probs.append(logits.softmax(-1))
-        scores.append(logits[:, : n * page].view(hq, n, page).amax(-1).view(hkv, g, n).amax(1).sum(0))
+        scores.append(page_scores(logits, n, page, hkv))
     return probs, scores
 
 
@@ -124,14 +143,12 @@ def masses(stats, ratio, lag, page=64, min_pages=8, sink_pages=1):
     probs, scores = stats
     out = []
     for j in range(lag, len(probs)):
-        prob, score = probs[j], scores[j - lag].clone()
+        prob, score = probs[j], scores[j - lag]
         n = score.shape[0]
         if n == 0:
             out.append(torch.ones(prob.shape[0]))
             continue
-        score[: min(sink_pages, n)] = float("inf")
-        kpages = min(n, max(min_pages, math.ceil(ratio * n)))
-        sel = score.topk(kpages).indices
+        sel = select_pages(score, n, ratio, min_pages, sink_pages)
         per_page = prob[:, : n * page].view(prob.shape[0], n, page).sum(-1)
         out.append(per_page[:, sel].sum(-1) + prob[:, n * page:].sum(-1))
     return torch.stack(out)

@@ -54,10 +54,6 @@ def target_forward(cfg, w, ids, rows):
     return am.forward_kvq(cfg, w, ids, rows, rows)
 
 
-def _theta(cfg):
-    return cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
-
-
 def draft_view(k, v, page):
     """The 4-bit upper-plane view (what a draft reads) of the complete pages of one layer's K, V [Hkv, T, D]:
     [Hkv, n·P, D] each, quantized per page as the server does (keys per channel, values per token)."""
@@ -79,18 +75,15 @@ def page_scores(q, k, n, page):
     """Verify-rule scores [n] of the complete pages for one query row q [Hq, D] against K [Hkv, ≥ n·P, D]."""
     hq, d = q.shape
     hkv = k.shape[0]
-    g = hq // hkv
-    logits = torch.einsum("hd,htd->ht", q, k.repeat_interleave(g, 0)[:, : n * page]) / math.sqrt(d)
-    return logits.view(hkv, g, n, page).amax(-1).amax(1).sum(0)
+    logits = torch.einsum("hd,htd->ht", q, k.repeat_interleave(hq // hkv, 0)[:, : n * page]) / math.sqrt(d)
+    return am.page_scores(logits, n, page, hkv)
 
 
 def select(scores, n, ratio, min_pages, sink_pages):
-    """Page ids a draft reads (all when ratio is None)."""
+    """Page ids a draft reads, ascending (all when ratio is None)."""
     if ratio is None or n == 0:
         return torch.arange(n)
-    s = scores.clone()
-    s[: min(sink_pages, n)] = float("inf")
-    return s.topk(min(n, max(min_pages, math.ceil(ratio * n)))).indices.sort().values
+    return am.select_pages(scores, n, ratio, min_pages, sink_pages).sort().values
 
 
 @torch.no_grad()
@@ -100,7 +93,7 @@ def draft_logits(cfg, w, ids, t, T, ks, vs, views, sel, page, new_kv=None):
     (K, V) [Hkv, 1, D] per layer."""
     hq, hkv, h = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
     d = cfg.get("head_dim") or h // hq
-    eps, theta, g = cfg["rms_norm_eps"], _theta(cfg), hq // hkv
+    eps, theta, g = cfg["rms_norm_eps"], am.rope_theta(cfg), hq // hkv
     n = t // page
     x = w["model.embed_tokens.weight"][ids[t]][None]
     pos = torch.tensor([t])

@@ -121,7 +121,6 @@ def main(argv=None):
                     else:
                         out = bench_e2e._measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b))
                     e2e_results.upsert(doc, out)
-                    e2e_results.save(doc, a.out / f"rep{k}.json")
                 e2e_results.derive(doc, a.model_cfgs, fit=False)  # the cell's speedups, all its modes measured
                 e2e_results.save(doc, a.out / f"rep{k}.json")
                 for r in doc["rows"]:
