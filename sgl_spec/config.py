@@ -49,8 +49,6 @@ SPECULATE_CHOICES = ("auto", "always", "never")
 SCORE_SMOOTHING = ("none", "ema", "max")
 # What a verify's page score measures (kernels/verify_attention_ref.py SCORE_KINDS): the max logit or the log-sum-exp.
 PAGE_SCORES = ("max", "lse")
-# Draft passes with fused norm/activation GEMMs (sgl_spec/draft_layers.py).
-FUSED_DRAFT_CHOICES = ("on", "off")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -94,11 +92,6 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "previous verify's scores ('max'). Default: none."))),
     "quantspec_score_ema": (0.5, dict(type=float, help=(
         "quantspec draft: weight of the history in --quantspec-score-smoothing ema, in [0, 1). Default: 0.5."))),
-    # Off: measured slower on an H200 (bench/results/s19, bench/NOTES_kernels.md "Session 19").
-    "quantspec_fused_draft": ("off", dict(choices=FUSED_DRAFT_CHOICES, help=(
-        "quantspec draft: 'on' runs the draft passes of Llama-layer models (unquantized, tensor parallel 1, batch "
-        "<= 64) with the norms and the activation fused into the GEMMs (3 kernels fewer a layer; the verify keeps "
-        "SGLang's layers, so output is unchanged); 'off' drafts with SGLang's layers. Default: off."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -123,7 +116,6 @@ class QuantSpecConfig:
     score_smoothing: str = "none"  # one of SCORE_SMOOTHING
     score_ema: float = 0.5  # history weight of the "ema" smoothing
     page_score: str = "max"  # one of PAGE_SCORES: what verify_attention's page scores measure
-    fused_draft: bool = False  # draft passes with fused norm/activation GEMMs where supported (draft_layers.py)
 
     @property
     def num_verify_tokens(self) -> int:
@@ -147,7 +139,7 @@ class QuantSpecConfig:
             if self.page_score != "max":
                 draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
-                f"fused draft layers: {'on' if self.fused_draft else 'off'}, speculate: {self.speculate}")
+                f"speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -200,7 +192,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
         draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
         score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
-        page_score=str(opts["quantspec_page_score"]), fused_draft=opts["quantspec_fused_draft"] == "on",
+        page_score=str(opts["quantspec_page_score"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
@@ -361,9 +353,6 @@ def _check_draft_options(opts: dict, given: dict) -> None:
     if opts["quantspec_score_smoothing"] not in SCORE_SMOOTHING:
         raise ValueError(f"--quantspec-score-smoothing must be one of {', '.join(SCORE_SMOOTHING)}, "
                          f"got {opts['quantspec_score_smoothing']}")
-    if opts["quantspec_fused_draft"] not in FUSED_DRAFT_CHOICES:
-        raise ValueError(f"--quantspec-fused-draft must be one of {', '.join(FUSED_DRAFT_CHOICES)}, "
-                         f"got {opts['quantspec_fused_draft']}")
     if opts["quantspec_page_score"] not in PAGE_SCORES:
         raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
                          f"got {opts['quantspec_page_score']}")

@@ -10,17 +10,15 @@ import os
 import torch
 
 _OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write", "window_meta",
-        "argmax_rows", "norm_linear", "act_linear")
-FUSED_LINEAR_MAX_M = 128  # rows the fused draft GEMMs take (kernels/skinny_linear.py MAX_M)
+        "argmax_rows")
 
 
 def _use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
 
 
-def _impl(name: str, use_triton: bool, module: str = None):
-    module = module or name
-    mod = importlib.import_module(f"sgl_spec.kernels.{module}" if use_triton else f"sgl_spec.kernels.{module}_ref")
+def _impl(name: str, use_triton: bool):
+    mod = importlib.import_module(f"sgl_spec.kernels.{name}" if use_triton else f"sgl_spec.kernels.{name}_ref")
     return getattr(mod, name)
 
 
@@ -51,11 +49,3 @@ def window_meta(positions, *args, **kw):
 
 def argmax_rows(x, out=None):
     return _impl("argmax_rows", _use_triton(x))(x, out=out)
-
-
-def add_rmsnorm_linear(x, *args, **kw):
-    return _impl("add_rmsnorm_linear", _use_triton(x), "norm_linear")(x, *args, **kw)
-
-
-def silu_mul_linear(gu, *args, **kw):
-    return _impl("silu_mul_linear", _use_triton(gu), "act_linear")(gu, *args, **kw)

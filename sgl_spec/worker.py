@@ -39,7 +39,6 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
 from sgl_spec import autooff, draft_graph, ops, pagetable, penalties, phase_timer, sampling, war_release
-from sgl_spec.config import get_config
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
@@ -109,9 +108,7 @@ class QuantSpecWorker(BaseSpecWorker):
         backend = self.model_runner.attn_backend
         if self._pages is None and hasattr(backend, "draft_mode"):
             self._pages = pagetable.draft_pages(backend)
-        cfg = get_config(self.server_args)
-        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages,
-                                                 fused_layers=bool(cfg and cfg.fused_draft))
+        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages)
         if self._draft_graphs is not None:
             self._additional_graph_memory_usage["draft_decode"] = self._draft_graphs.memory_usage_gb
 
