@@ -188,6 +188,20 @@ def capacity_shortfall(a, ctx_info, row) -> str:
     return f"KV capacity: needs {need} of {cap}" if cap and need > 0.95 * cap else ""
 
 
+def cell_blocker(a, ctx_info, clock, srv, row):
+    """Why the row's cell is not measured on ``srv`` now: (status fields, whether the server's later cells stop too),
+    or (None, False) when it can be. One rule for bench_e2e's runs and e2e_pair's."""
+    short = capacity_shortfall(a, ctx_info, row)
+    if short:
+        return {"status": "skipped", "reason": short}, False
+    if clock.left() < clock.est_config(row["batch"], row["ctx"], a.gen) + 5:
+        return {"status": "skipped", "reason": "budget"}, True
+    if not srv.alive():
+        return {"status": "failed", "reason": "server died",
+                "log_tail": srv.log_since(max(0, srv.log_size() - 4000))}, True
+    return None, False
+
+
 def run_server(a, doc, clock, ctx_info, mode, gamma):
     device, model, path, _, _, _, prompts_for = ctx_info
     todo = [(ctx, b) for ctx in a.ctx for b in a.batch
@@ -209,18 +223,15 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
             _warmup(srv, prompts_for, a, max_ctx, gamma)
             for i, (ctx, b) in enumerate(todo):
                 row = {**_row_base(a, device, model, mode, gamma, ctx, b), **common}
-                short = capacity_shortfall(a, ctx_info, row)
-                if short:
-                    _record(a, doc, {**row, "status": "skipped", "reason": short})
-                    continue
-                if clock.left() < clock.est_config(b, ctx, a.gen) + 5:
-                    _skip_all(a, doc, todo[i:], device, model, mode, gamma, "budget")
+                block, stop = cell_blocker(a, ctx_info, clock, srv, row)
+                if block is None:
+                    _record(a, doc, _measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b)))
+                elif not stop:
+                    _record(a, doc, {**row, **block})
+                else:
+                    _skip_all(a, doc, todo[i:], device, model, mode, gamma, block["reason"], status=block["status"],
+                              tail=block.get("log_tail"))
                     return
-                if not srv.alive():
-                    _skip_all(a, doc, todo[i:], device, model, mode, gamma, "server died", status="failed",
-                              tail=srv.log_since(max(0, srv.log_size() - 4000)))
-                    return
-                _record(a, doc, _measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b)))
     except Exception as exc:  # a server that does not start fails its configurations, not the benchmark
         left = [(c, b) for c, b in todo if not e2e_results.done(doc, _row_base(a, device, model, mode, gamma, c, b))]
         _skip_all(a, doc, left, device, model, mode, gamma, f"{type(exc).__name__}: {str(exc)[-3000:]}",

@@ -110,16 +110,9 @@ def main(argv=None):
             for ctx, b in cells:
                 for mode, gamma, srv, common in order:
                     row = {**bench_e2e._row_base(a, device, model, mode, gamma, ctx, b), **common, "repeat": k}
-                    short = bench_e2e.capacity_shortfall(a, ctx_info, row)
-                    if short:
-                        out = {**row, "status": "skipped", "reason": short}
-                    elif clock.left() < clock.est_config(b, ctx, a.gen) + 5:
-                        out = {**row, "status": "skipped", "reason": "budget"}
-                    elif not srv.alive():
-                        out = {**row, "status": "failed", "reason": "server died",
-                               "log_tail": srv.log_since(max(0, srv.log_size() - 4000))}
-                    else:
-                        out = bench_e2e._measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b))
+                    block, _ = bench_e2e.cell_blocker(a, ctx_info, clock, srv, row)  # only this cell is skipped
+                    out = ({**row, **block} if block else
+                           bench_e2e._measure(a, srv, clock, row, prompts_for, prompts_for(ctx, b)))
                     e2e_results.upsert(doc, out)
                 e2e_results.derive(doc, a.model_cfgs, fit=False)  # the cell's speedups, all its modes measured
                 e2e_results.save(doc, a.out / f"rep{k}.json")
