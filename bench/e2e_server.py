@@ -56,6 +56,10 @@ MODES = {
     # per-step scheduling work is then not hidden behind the GPU.
     "spec-sync": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--disable-overlap-schedule"],
                   "spec": True, "quant": True, "desc": "spec-topk with the non-overlap scheduler"},
+    # spec-topk with SGLang's own decoder layers in the draft passes (A/B of sgl_spec/draft_layers.py)
+    "spec-unfused": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--quantspec-fused-draft",
+                              "off"], "spec": True, "quant": True,
+                     "desc": "spec-topk drafting with SGLang's unfused decoder layers"},
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }

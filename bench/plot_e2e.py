@@ -22,7 +22,7 @@ from pathlib import Path
 
 import e2e_results
 
-MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk", "spec-sync", "spec-auto")
+MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-topk", "spec-sync", "spec-unfused", "spec-auto")
 S = "log_speedup"
 
 

@@ -35,7 +35,7 @@ DEFAULT_PAGE_SIZE = 64
 # which reads every page again (kernels/verify_attention.py block_rows). H200 γ sweep, pycode-30m (G = 2), spec-topk,
 # server-log tok/s over stock BF16 in the same run (bench/results/e2e_gamma_sweep.json, 4k-15k x batch 32-128):
 # γ = 12 was the fastest or within 6% of the fastest of γ = 6/8/10/12/15 in all 9 cells (γ = 6, the default before:
-# 1.88-3.58x; γ = 12: 2.01-4.70x). The default server grid at γ = 12 (e2e_default.json, 15 cells): 1.69-3.12x.
+# 1.88-3.58x; γ = 12: 2.01-4.70x). The default server grid at γ = 12 (e2e_default_v14.json, 15 cells): 1.69-3.12x.
 DEFAULT_NUM_DRAFT_STEPS = 12
 MIN_DEFAULT_DRAFT_STEPS = 4  # wide groups (G >= 16) would fit almost no window: take a second row block instead
 # The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default
@@ -49,6 +49,8 @@ SPECULATE_CHOICES = ("auto", "always", "never")
 SCORE_SMOOTHING = ("none", "ema", "max")
 # What a verify's page score measures (kernels/verify_attention_ref.py SCORE_KINDS): the max logit or the log-sum-exp.
 PAGE_SCORES = ("max", "lse")
+# Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/draft_layers.py, kernels/norm_pair_linear.py).
+FUSED_DRAFT_CHOICES = ("on", "off")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -92,6 +94,11 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "previous verify's scores ('max'). Default: none."))),
     "quantspec_score_ema": (0.5, dict(type=float, help=(
         "quantspec draft: weight of the history in --quantspec-score-smoothing ema, in [0, 1). Default: 0.5."))),
+    "quantspec_fused_draft": ("on", dict(choices=FUSED_DRAFT_CHOICES, help=(
+        "quantspec draft: 'on' runs the draft passes of small Llama-layer models (unquantized, bias-free, tensor "
+        "parallel 1, batch <= 64) as norm + qkv + RoPE and norm + gate_up + SiLU-and-mul launches (4 kernels fewer a "
+        "layer; the verify keeps SGLang's layers, so output is unchanged); 'off' drafts with SGLang's layers. "
+        "Default: on."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -116,6 +123,7 @@ class QuantSpecConfig:
     score_smoothing: str = "none"  # one of SCORE_SMOOTHING
     score_ema: float = 0.5  # history weight of the "ema" smoothing
     page_score: str = "max"  # one of PAGE_SCORES: what verify_attention's page scores measure
+    fused_draft: bool = True  # draft passes with fused norm / linear / epilogue launches where supported
 
     @property
     def num_verify_tokens(self) -> int:
@@ -139,7 +147,7 @@ class QuantSpecConfig:
             if self.page_score != "max":
                 draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
-                f"speculate: {self.speculate}")
+                f"fused draft layers: {'on' if self.fused_draft else 'off'}, speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -192,7 +200,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         sink_pages=int(opts["quantspec_sink_pages"]), dense_draft=bool(opts["quantspec_dense_draft"]),
         draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
         score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
-        page_score=str(opts["quantspec_page_score"]),
+        page_score=str(opts["quantspec_page_score"]), fused_draft=opts["quantspec_fused_draft"] == "on",
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
@@ -353,6 +361,9 @@ def _check_draft_options(opts: dict, given: dict) -> None:
     if opts["quantspec_score_smoothing"] not in SCORE_SMOOTHING:
         raise ValueError(f"--quantspec-score-smoothing must be one of {', '.join(SCORE_SMOOTHING)}, "
                          f"got {opts['quantspec_score_smoothing']}")
+    if opts["quantspec_fused_draft"] not in FUSED_DRAFT_CHOICES:
+        raise ValueError(f"--quantspec-fused-draft must be one of {', '.join(FUSED_DRAFT_CHOICES)}, "
+                         f"got {opts['quantspec_fused_draft']}")
     if opts["quantspec_page_score"] not in PAGE_SCORES:
         raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
                          f"got {opts['quantspec_page_score']}")

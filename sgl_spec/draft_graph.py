@@ -44,6 +44,7 @@ from sglang.srt.model_executor.forward_context import ForwardContext, forward_co
 from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
 from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
 
+from sgl_spec import draft_layers
 from sgl_spec.spec_inputs import QuantSpecDraftStep
 
 logger = logging.getLogger(__name__)
@@ -145,8 +146,10 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
     """SGLang's decode graph runner at width 1 in DECODE mode, captured inside the backend's draft mode."""
 
     def __init__(self, model_runner, statics_kcap: Optional[int], eager_replay: bool = False,
-                 statics_heads: Optional[int] = None):
+                 statics_heads: Optional[int] = None, fused_layers: bool = False):
         self._eager_replay = eager_replay
+        self._fused_layers = fused_layers
+        self.fused_sizes: list = []  # captured batch sizes whose graphs run fused layers (draft_layers.py)
         self._statics_kcap = statics_kcap
         self._statics_heads = statics_heads
         self.statics: Optional[DraftStatics] = None
@@ -171,6 +174,9 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         super().capture()
 
     def capture_one_shape(self, size, forward, stream_idx=None, variant_label=None):
+        if self._fused_layers and size <= draft_layers.FUSED_MAX_BS:
+            forward = draft_layers.fused_call(self.model_runner.model, forward)
+            self.fused_sizes.append(size)
         with self.statics.scope(self.attn_backend, size):
             return super().capture_one_shape(size, forward, stream_idx, variant_label)
 
@@ -223,9 +229,11 @@ def _mode() -> str:
     return mode
 
 
-def capture(model_runner, pages) -> Optional[DraftGraphRunner]:
+def capture(model_runner, pages, fused_layers: bool = False) -> Optional[DraftGraphRunner]:
     """Capture the draft graphs for the draft page policy ``pages`` (sgl_spec/pagetable.py), or return None when
-    drafts stay eager: SGLang captured no decode graphs, or the backend has no draft mode."""
+    drafts stay eager: SGLang captured no decode graphs, or the backend has no draft mode. ``fused_layers``
+    (--quantspec-fused-draft, already resolved against the model by draft_layers.resolve): graphs of batch sizes up
+    to draft_layers.FUSED_MAX_BS run fused decoder layers."""
     mode = _mode()
     backend = model_runner.attn_backend
     if mode == "off" or pages is None or not hasattr(backend, "draft_mode"):
@@ -245,12 +253,13 @@ def capture(model_runner, pages) -> Optional[DraftGraphRunner]:
     before = _free_gb(model_runner)
     tic = time.perf_counter()
     heads = None if pages.dense else getattr(pages, "heads", None)
-    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads)
+    fused = bool(fused_layers)
+    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads, fused_layers=fused)
     mem = before - _free_gb(model_runner)
-    logger.info("quantspec: captured draft %s for bs=%s (%s drafts) in %.2f s, %.3f GB",
+    logger.info("quantspec: captured draft %s for bs=%s (%s drafts; fused layers at bs=%s) in %.2f s, %.3f GB",
                 "forwards (eager replay, debugging)" if eager else "CUDA graphs", runner.capture_bs,
                 "dense" if kcap is None else f"sparse, KCAP={kcap}" + (f" per kv head ({heads})" if heads else ""),
-                time.perf_counter() - tic, mem)
+                sorted(runner.fused_sizes) or "none", time.perf_counter() - tic, mem)
     runner.memory_usage_gb = mem
     return runner
 

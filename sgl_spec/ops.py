@@ -10,7 +10,7 @@ import os
 import torch
 
 _OPS = ("quantize_pages", "draft_decode", "verify_attention", "select_topk_pages", "ring_write", "window_meta",
-        "argmax_rows")
+        "argmax_rows", "norm_pair_linear")
 
 
 def _use_triton(t: torch.Tensor) -> bool:
@@ -49,3 +49,7 @@ def window_meta(positions, *args, **kw):
 
 def argmax_rows(x, out=None):
     return _impl("argmax_rows", _use_triton(x))(x, out=out)
+
+
+def norm_pair_linear(x, *args, **kw):
+    return _impl("norm_pair_linear", _use_triton(x))(x, *args, **kw)

@@ -38,7 +38,8 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
-from sgl_spec import autooff, draft_graph, ops, pagetable, penalties, phase_timer, sampling, war_release
+from sgl_spec import autooff, draft_graph, draft_layers, ops, pagetable, penalties, phase_timer, sampling, war_release
+from sgl_spec.config import get_config
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
 
@@ -90,6 +91,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self._pages = None  # the draft page policy (sgl_spec/pagetable.py), built on the first decode
         self._auto = None  # speculate or take a plain step, per batch (sgl_spec/autooff.py), built on the first decode
         self._draft_graphs = None  # sgl_spec/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
+        self._fused_draft = False  # drafts run sgl_spec/draft_layers.py's fused layers (set in init_cuda_graphs)
         self._verified = None  # [req slots] bool (device): a verify chose the slot's draft pages since its prefill
         self._timer = phase_timer.from_env(server_args.device)  # SGL_SPEC_TIMING (debugging)
         self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
@@ -108,7 +110,9 @@ class QuantSpecWorker(BaseSpecWorker):
         backend = self.model_runner.attn_backend
         if self._pages is None and hasattr(backend, "draft_mode"):
             self._pages = pagetable.draft_pages(backend)
-        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages)
+        cfg = get_config(self.server_args)
+        self._fused_draft = draft_layers.resolve(self.model_runner.model, bool(cfg and cfg.fused_draft))
+        self._draft_graphs = draft_graph.capture(self.model_runner, self._pages, fused_layers=self._fused_draft)
         if self._draft_graphs is not None:
             self._additional_graph_memory_usage["draft_decode"] = self._draft_graphs.memory_usage_gb
 
@@ -220,7 +224,9 @@ class QuantSpecWorker(BaseSpecWorker):
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
         graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
-        with self._draft_scope(batch, seq0, has_pages), graphs:
+        # eager draft forwards (no graph for this batch) run the same fused layers as the captured graphs
+        with self._draft_scope(batch, seq0, has_pages), graphs, draft_layers.fused(self.model_runner.model,
+                                                                                  self._fused_draft):
             if timer is not None:
                 timer.mark("pages")
             replayed = None  # the draft graph runner once step 0 replayed one of its graphs
