@@ -225,8 +225,8 @@ class QuantSpecWorker(BaseSpecWorker):
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
         graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
         # eager draft forwards (no graph for this batch) run the same fused layers as the captured graphs
-        with self._draft_scope(batch, seq0, has_pages), graphs, draft_layers.fused(self.model_runner.model,
-                                                                                  self._fused_draft):
+        fused = draft_layers.fused(self.model_runner.model) if self._fused_draft else contextlib.nullcontext()
+        with self._draft_scope(batch, seq0, has_pages), graphs, fused:
             if timer is not None:
                 timer.mark("pages")
             replayed = None  # the draft graph runner once step 0 replayed one of its graphs
