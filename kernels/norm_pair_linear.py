@@ -50,6 +50,18 @@ def _dot(w, x, acc, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _h_tile(x_ptr, r_ptr, row_m, m_ok, k0, K, BK1: tl.constexpr, HAS_RES: tl.constexpr):
+    """(h = x + residual in fp32 [BM, BK1], its offsets, its mask) for columns k0 .. k0+BK1 of the rows."""
+    kk = k0 + tl.arange(0, BK1)
+    at = row_m[:, None] + kk[None, :]
+    msk = m_ok[:, None] & (kk < K)[None, :]
+    h = tl.load(x_ptr + at, mask=msk, other=0.0).to(tl.float32)
+    if HAS_RES:
+        h += tl.load(r_ptr + at, mask=msk, other=0.0).to(tl.float32)
+    return h, at, msk
+
+
+@triton.jit
 def _norm_pair_linear_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, pos_ptr, cs_ptr, M, K, s_w, s_out, eps,
                              NPROG, HALF_N, ROT_HEADS,
                              BM: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, BK1: tl.constexpr,
@@ -62,11 +74,7 @@ def _norm_pair_linear_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, pos_ptr, cs
     _wait_prior(PDL)
     if pid == NPROG:  # the next residual, x + residual (launched only with one)
         for k0 in range(0, K, BK1):
-            kk = k0 + tl.arange(0, BK1)
-            at = row_m[:, None] + kk[None, :]
-            msk = m_ok[:, None] & (kk < K)[None, :]
-            h = tl.load(x_ptr + at, mask=msk, other=0.0).to(tl.float32) + tl.load(r_ptr + at, mask=msk,
-                                                                                   other=0.0).to(tl.float32)
+            h, at, msk = _h_tile(x_ptr, r_ptr, row_m, m_ok, k0, K, BK1, True)
             tl.store(rout_ptr + at, h.to(rout_ptr.dtype.element_ty), mask=msk)
     else:
         i2 = tl.arange(0, 2 * BH)
@@ -83,12 +91,7 @@ def _norm_pair_linear_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, pos_ptr, cs
         # sum of h^2 per row, natural layout (the dot tiles below are transposed)
         ssq = tl.zeros([BM], tl.float32)
         for k0 in range(0, K, BK1):
-            kk = k0 + tl.arange(0, BK1)
-            at = row_m[:, None] + kk[None, :]
-            msk = m_ok[:, None] & (kk < K)[None, :]
-            h = tl.load(x_ptr + at, mask=msk, other=0.0).to(tl.float32)
-            if HAS_RES:
-                h += tl.load(r_ptr + at, mask=msk, other=0.0).to(tl.float32)
+            h, _, _ = _h_tile(x_ptr, r_ptr, row_m, m_ok, k0, K, BK1, HAS_RES)
             ssq += tl.sum(h * h, 1)
         w_row = w_ptr + rows.to(tl.int64)[:, None] * s_w
         acc = tl.zeros([2 * BH, BM], tl.float32)

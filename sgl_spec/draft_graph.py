@@ -253,8 +253,8 @@ def capture(model_runner, pages, fused_layers: bool = False) -> Optional[DraftGr
     before = _free_gb(model_runner)
     tic = time.perf_counter()
     heads = None if pages.dense else getattr(pages, "heads", None)
-    fused = bool(fused_layers)
-    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads, fused_layers=fused)
+    runner = DraftGraphRunner(model_runner, kcap, eager_replay=eager, statics_heads=heads,
+                              fused_layers=bool(fused_layers))
     mem = before - _free_gb(model_runner)
     logger.info("quantspec: captured draft %s for bs=%s (%s drafts; fused layers at bs=%s) in %.2f s, %.3f GB",
                 "forwards (eager replay, debugging)" if eager else "CUDA graphs", runner.capture_bs,

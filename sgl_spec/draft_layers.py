@@ -148,15 +148,21 @@ def _fused_forward(self, positions, hidden_states, forward_batch, residual):
 
 @contextlib.contextmanager
 def fused(model, enabled: bool = True):
-    """Inside the block, the decoder layers of ``model`` run ``_fused_forward`` (when ``enabled``)."""
+    """Inside the block, the decoder layers of ``model`` run ``_fused_forward`` (when ``enabled``). Re-entrant: on exit
+    each layer gets back the forward it had on entry (a graph capture's ``fused_call`` inside the worker's draft
+    block must not drop the outer swap)."""
     layers = list(model.model.layers) if enabled else []
+    saved = [layer.__dict__.get("forward") for layer in layers]
     for layer in layers:
         layer.forward = types.MethodType(_fused_forward, layer)
     try:
         yield bool(layers)
     finally:
-        for layer in layers:
-            layer.__dict__.pop("forward", None)
+        for layer, prev in zip(layers, saved):
+            if prev is None:
+                layer.__dict__.pop("forward", None)
+            else:
+                layer.forward = prev
 
 
 def fused_call(model, forward):

@@ -203,3 +203,14 @@ def test_fused_call_keeps_the_signature_and_fuses_each_call():
     assert "pp_proxy_tensors" in inspect.signature(call).parameters  # SGLang inspects the captured forward
     assert call(1, 2, 3) == 1 and call(4, 5, 6) == 4
     assert seen == [True, True] and "forward" not in model.model.layers[0].__dict__
+
+
+def test_fused_is_reentrant():
+    """A graph capture's fused_call inside the worker's fused block: leaving the inner block keeps the outer swap."""
+    model = _Model(n=2)
+    with draft_layers.fused(model):
+        outer = [layer.__dict__["forward"] for layer in model.model.layers]
+        with draft_layers.fused(model):
+            pass
+        assert [layer.__dict__.get("forward") for layer in model.model.layers] == outer
+    assert all("forward" not in layer.__dict__ for layer in model.model.layers)
