@@ -70,6 +70,9 @@ def parse_args(argv=None):
     ap.add_argument("--mem-frac", type=float, default=0.6, help="skip configurations needing more device memory")
     ap.add_argument("--fi-timeout", type=float, default=240, help="seconds allowed for FlashInfer's JIT build")
     ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA-graph replays")
+    ap.add_argument("--draft-engine", choices=["triton", "gluon"], default=None,
+                    help="draft_decode's page programs: Triton (default) or the Gluon one-warp-a-page kernels")
+    ap.add_argument("--draft-merge-blocks", type=int, default=None, help="draft_decode merge channel blocks")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
     ap.add_argument("--time-budget-s", type=float, default=540,
@@ -297,7 +300,8 @@ def run_config(a, ctx, B, P, env, timer, gen):
             ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
             out = torch.empty(B, HQ, D, device=dev, dtype=DTYPE)
             args = (q[:, 0], qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, SM_SCALE)
-            calls.append(lambda args=args, out=out: impls["draft_decode"](*args, out=out))
+            dkw = {k: v for k, v in (("engine", a.draft_engine), ("merge_blocks", a.draft_merge_blocks)) if v}
+            calls.append(lambda args=args, out=out, dkw=dkw: impls["draft_decode"](*args, out=out, **dkw))
             npages, hot_len = cnt.tolist(), hl.tolist()
         add(label, timer(rotate(calls)), bytes_draft(P, npages, hot_len), dec_name, dec_ms, pages_read=npages[0])
     for nq in a.nq if "verify" in a.kernels and "verify_attention" in impls else []:

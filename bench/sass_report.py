@@ -79,7 +79,7 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False):
+def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, nw=None):
     """The draft_decode stage-1 kernel; pf / fs / nr / kf: the launcher's prefetch / flat_scales / maxnreg /
     key_frag keywords (None: the launcher's defaults for P); wn: the hot program writes the new token (new_k/new_v)."""
     from sgl_spec.kernels import draft_decode as dd
@@ -88,7 +88,8 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False):
                  hv_ptr="*bf16", vs_ptr="*fp16", vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", hslot_ptr="*i32",
                  hstart_ptr="*i32", hlen_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32", qk_scale="fp32",
                  nk_ptr="*bf16", nv_ptr="*bf16")
-    nw, st, cpf, cnr, _ = dd.launch_config(P, 16)
+    cnw, st, cpf, cnr, _ = dd.launch_config(P, 16)
+    nw = cnw if nw is None else nw
     pf = int(cpf if pf is None else pf)
     nr = cnr if nr is None else (nr or None)
     fs = P <= dd.FLAT_SCALES_MAX_P if fs is None else fs
@@ -98,7 +99,7 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False):
                  HOT_NATIVE=hn, USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
-           f"draft_decode P={P} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "
+           f"draft_decode P={P} num_warps={nw} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "
            f"write_new={int(bool(wn))} "
            "(Llama-3-8B shapes)")
 
@@ -138,15 +139,44 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
+def _draft_gluon(G=4):
+    """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from sgl_spec.kernels import draft_pages_gluon as dg
+
+    k = dg._draft_pages_kernel
+    params = list(inspect.signature(k.fn).parameters)
+    types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
+                 vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
+                 qk_scale="fp32")
+    const = dict(G=G, NUM_SPLITS=16, PDL=True)
+    sig, attrs = {}, {}
+    for i, p in enumerate(params):
+        if p in const:
+            sig[p] = "constexpr"
+            continue
+        sig[p] = types.get(p, "i32")
+        if p not in ("MAXP", "HKV") and (sig[p].startswith("*") or sig[p] == "i32"):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = GluonASTSource(k, sig, constexprs={(params.index(n),): v for n, v in const.items()}, attrs=attrs)
+    cc = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=1))
+    report(cc, f"draft_pages_gluon G={G} (one warp a page)")
+    text = sass(cc)
+    print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
+
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1]
+    if what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4]
+        kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
+        _draft_gluon(int(kv.get("G", 4)))
+    elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
                    nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv["kf"]) if "kf" in kv else None,
-                   wn=bool(int(kv.get("wn", 0))))
+                   wn=bool(int(kv.get("wn", 0))), nw=int(kv["nw"]) if "nw" in kv else None)
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1] [kf=1]
         # [g=2] [bm=32]
         args = sys.argv[2:]

@@ -48,6 +48,7 @@ from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_part
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
 from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
+from triton.language.extra.cuda import gdc_launch_dependents
 from sgl_spec.kvformat import PageStore
 
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
@@ -58,6 +59,8 @@ KEY_FRAG = True
 # old split rule): pycode-30m 15k x 8 16.2 -> 12.8 us, 15k x 64 26.2 -> 24.2, Llama-3-8B 32k x 1 17.0 -> 13.6; dense
 # lists unchanged. Two hot programs a request (a dev variant, 'hs=2') measured no better and were removed.
 HOT_NATIVE = True
+# engine="gluon": one-warp page programs an SM for the split rule (254 registers a thread: 8 warps an SM)
+GLUON_PROGRAMS_PER_SM = 8
 _LOG2E = 1.4426950408889634
 
 
@@ -163,8 +166,11 @@ def _draft_decode_kernel(
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
     WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False, HOT_NATIVE: tl.constexpr = False,
+    EARLY_LAUNCH: tl.constexpr = False,
 ):
     _wait_prior(PDL)
+    if EARLY_LAUNCH:  # engine="gluon": the page launch that follows does not read what this launch writes
+        gdc_launch_dependents()
     b = tl.program_id(0)
     h = tl.program_id(1)
     s = tl.program_id(2)
@@ -266,14 +272,18 @@ def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
-                 new_k=None, new_v=None, hot_block=None, hot_native=None):
+                 new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
     ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
     ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
     [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
-    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md)."""
+    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md).
+    ``engine="gluon"`` (dev): the page programs run as kernels/draft_pages_gluon.py (one warp a page; P = 64,
+    head_dim 128, G <= 8, CUDA sm_80+), the hot-token programs and the merge as here; with PDL the hot-token launch
+    lets the page launch start at once (they write different partials) and the page programs wait for it at their
+    end, so the merge still sees both. ``merge_blocks``: channel blocks a merge program a (request, head) (dev)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -339,7 +349,15 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
     mc = triton.next_power_of_2(int(merge_chunk or MERGE_CHUNK))
-    ppsm = int(programs_per_sm or ppsm)
+    gluon = engine == "gluon"
+    if gluon and not (P == 64 and D == 128 and Hq // Hkv <= 8 and dev.type == "cuda" and not _interpreting()):
+        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device")
+    if engine not in (None, "triton", "gluon"):
+        raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
+    ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
+    mb = int(merge_blocks or 1)
+    if mb < 1 or triton.next_power_of_2(D) % mb:
+        raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
     ns = int(num_splits) if num_splits is not None else num_splits_for(
         B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:
@@ -357,7 +375,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
 
     # ---- launch
     block_c = max(16, triton.next_power_of_2(half))  # 4 x the word tile width
-    _draft_decode_kernel[(B, Hkv, npart)](
+    _draft_decode_kernel[(B, Hkv, 1 if gluon else npart)](
         q_ptr=q, s_qb=q.stride(0), s_qh=q.stride(1),
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
         ks_ptr=ks32, kz_ptr=kz32, s_ksp=ks32.stride(0), s_ksh=ks32.stride(1),
@@ -373,12 +391,19 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=hb,
         HOT_NATIVE=hn, USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None,
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None, EARLY_LAUNCH=gluon,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )
-    _draft_decode_merge_kernel[(B * Hq,)](
+    if gluon:
+        from sgl_spec.kernels.draft_pages_gluon import _draft_pages_kernel
+        _draft_pages_kernel[(ns, B * Hkv)](
+            q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
+            ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
+            page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
+            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, num_warps=1, **pdl_kwargs(dev))
+    _draft_decode_merge_kernel[(B * Hq, mb)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
         NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
-        D=D, BLOCK_D=triton.next_power_of_2(D), num_warps=4, **pdl_kwargs(dev),
+        D=D, BLOCK_D=triton.next_power_of_2(D) // mb, num_warps=4, **pdl_kwargs(dev),
     )
     return out

@@ -22,7 +22,8 @@ def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, ac
 def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
                                NPART: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
                                D: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
-    """One program per (request, query head): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s."""
+    """One program per (request, query head) and BLOCK_D channels (grid axis 1: cdiv(D, BLOCK_D) blocks, so a small
+    batch with many partials still fills the GPU): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s."""
     _wait_prior(PDL)
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * NPART
@@ -31,7 +32,7 @@ def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
     big = tl.max(ms, 0)  # finite: the hot partial always holds >= 1 token
     ls = tl.load(l_ptr + base + offs_s, mask=offs_s < NPART, other=0.0)
     denom = tl.sum(tl.exp2(ms - big) * ls, 0)
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     d_ok = offs_d < D
     acc = tl.zeros([BLOCK_D], tl.float32)
     for c0 in range(0, NPART, CHUNK):

@@ -133,6 +133,11 @@ def test_draft_decode(B, ctx, P, mode):
     out = torch.full_like(q, float("nan"))
     tri(*args, out=out, key_frag=False)  # keys through shared memory (the default kf is a no-op at P = 128)
     _close(out, want)
+    if P == 64:  # the Gluon page programs (kernels/draft_pages_gluon.py); one split: every page in one program
+        for ns in (None, 1):
+            out = torch.full_like(q, float("nan"))
+            tri(*args, out=out, engine="gluon", num_splits=ns, merge_blocks=4)
+            _close(out, want)
 
 
 @pytest.mark.parametrize("P", [64, 128])
