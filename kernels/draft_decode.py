@@ -339,6 +339,14 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     if B == 0:
         return out
     G = Hq // Hkv
+    gluon = engine == "gluon"
+    if gluon and not (P == 64 and D == 128 and G <= 8 and dev.type == "cuda" and not _interpreting()):
+        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device")
+    if engine not in (None, "triton", "gluon"):
+        raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
+    if gluon:  # prefetch / maxnreg then set the Gluon page programs; the Triton hot-token programs keep the defaults
+        gl_pf, gl_nr = bool(1 if prefetch is None else prefetch), (int(maxnreg) if maxnreg else None)
+        prefetch = maxnreg = None
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
     nw = int(num_warps) if num_warps else cfg_nw
@@ -349,11 +357,6 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
     mc = triton.next_power_of_2(int(merge_chunk or MERGE_CHUNK))
-    gluon = engine == "gluon"
-    if gluon and not (P == 64 and D == 128 and Hq // Hkv <= 8 and dev.type == "cuda" and not _interpreting()):
-        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device")
-    if engine not in (None, "triton", "gluon"):
-        raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
     ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
     mb = int(merge_blocks or 1)
     if mb < 1 or triton.next_power_of_2(D) % mb:
@@ -400,7 +403,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
             ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
             page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
-            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, num_warps=1, **pdl_kwargs(dev))
+            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, num_warps=1,
+            **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
     _draft_decode_merge_kernel[(B * Hq, mb)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
         NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),

@@ -169,7 +169,7 @@ def _draft_pages_kernel(
     pid_ptr, s_pb, s_ph, np_ptr, MAXP,
     m_ptr, l_ptr, acc_ptr,
     qk_scale, HKV,
-    G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False,
+    G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, PREFETCH: gl.constexpr = True,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -214,15 +214,24 @@ def _draft_pages_kernel(
 
     # the next page's loads are issued before this page is computed (one page in flight a warp). A 2x-unrolled
     # form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
+    if PREFETCH:
+        n0 = hi
+    else:
+        n0 = lo  # no page ahead: the prologue load is masked off
     cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                     gl.load(ids + lo, mask=lo < hi, other=0), h, lo < hi, KW, VW, KSC, VSL)
-    pg_next = gl.load(ids + lo + 1, mask=lo + 1 < hi, other=0)
+                     gl.load(ids + lo, mask=lo < n0, other=0), h, lo < n0, KW, VW, KSC, VSL)
+    pg_next = gl.load(ids + lo + 1, mask=lo + 1 < n0, other=0)
     for i in range(lo, hi):
-        nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                         pg_next, h, i + 1 < hi, KW, VW, KSC, VSL)
-        pg_next = gl.load(ids + i + 2, mask=i + 2 < hi, other=0)
-        m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
-        cur = nxt
+        if PREFETCH:
+            nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
+                             pg_next, h, i + 1 < hi, KW, VW, KSC, VSL)
+            pg_next = gl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+            m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
+            cur = nxt
+        else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
+            page = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
+                              s_vsh, gl.load(ids + i), h, i < hi, KW, VW, KSC, VSL)
+            m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
 
     # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
