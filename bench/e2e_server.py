@@ -60,6 +60,14 @@ MODES = {
     "spec-unfused": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--quantspec-fused-draft",
                               "off"], "spec": True, "quant": True,
                      "desc": "spec-topk drafting with SGLang's unfused decoder layers"},
+    # spec-topk / spec-dense with the Triton draft kernel (A/B of kernels/draft_pages_gluon.py, on by default where
+    # it runs: --quantspec-draft-kernel auto)
+    "spec-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
+                             "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
+                    "desc": "spec-topk with the Triton draft kernel"},
+    "spec-dense-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate",
+                                   "always", "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
+                          "desc": "spec-dense with the Triton draft kernel"},
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }

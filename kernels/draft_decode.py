@@ -59,8 +59,11 @@ KEY_FRAG = True
 # old split rule): pycode-30m 15k x 8 16.2 -> 12.8 us, 15k x 64 26.2 -> 24.2, Llama-3-8B 32k x 1 17.0 -> 13.6; dense
 # lists unchanged. Two hot programs a request (a dev variant, 'hs=2') measured no better and were removed.
 HOT_NATIVE = True
-# engine="gluon": one-warp page programs an SM for the split rule (254 registers a thread: 8 warps an SM)
+# engine="gluon": one-warp page programs an SM for the split rule (254 registers a thread: 8 warps an SM; 6, 10, 12
+# and 16 with register caps or without the page prefetch measured equal or slower on an H100, session 21), and the
+# merge's channel blocks (4: 128k x 1 77.3 -> 74.3 us; the merge's 32 programs a request were the tail)
 GLUON_PROGRAMS_PER_SM = 8
+GLUON_MERGE_BLOCKS = 4
 _LOG2E = 1.4426950408889634
 
 
@@ -341,7 +344,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     G = Hq // Hkv
     gluon = engine == "gluon"
     if gluon and not (P == 64 and D == 128 and G <= 8 and dev.type == "cuda" and not _interpreting()):
-        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device")
+        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device "
+                         "(draft_launch.gluon_draft_support says why not)")
     if engine not in (None, "triton", "gluon"):
         raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
     if gluon:  # prefetch / maxnreg then set the Gluon page programs; the Triton hot-token programs keep the defaults
@@ -358,7 +362,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
     mc = triton.next_power_of_2(int(merge_chunk or MERGE_CHUNK))
     ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
-    mb = int(merge_blocks or 1)
+    mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
     ns = int(num_splits) if num_splits is not None else num_splits_for(

@@ -105,3 +105,31 @@ def _makespan(bh: int, max_pages: int, splits: int, slots: int) -> float:
         if done >= n_page:
             return t + MODEL_HOT + d
         t += d
+
+
+# engine="gluon" (kernels/draft_pages_gluon.py): the shapes and machines it is built and tested for
+GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the tests assume sm_90+
+GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
+
+
+def gluon_draft_support(device, page_size: int, head_dim: int, group: int) -> str:
+    """'' where ``draft_decode(engine="gluon")`` runs, else the reason it does not (one line, for a startup error)."""
+    import importlib
+    import os
+
+    if page_size != 64 or head_dim != 128:
+        return f"the Gluon draft kernel covers page size 64 and head_dim 128, not {page_size} / {head_dim}"
+    if not 1 <= group <= 8:
+        return f"the Gluon draft kernel covers up to 8 query heads a KV head, not {group}"
+    if torch.device(device).type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return "the Gluon draft kernel needs a CUDA device (not the CPU or the Triton interpreter)"
+    if torch.cuda.get_device_capability(torch.device(device)) < GLUON_MIN_CAPABILITY:
+        return "the Gluon draft kernel needs compute capability 9.0 or newer"
+    if not triton.__version__.startswith(GLUON_TRITON):
+        return f"the Gluon draft kernel is written for Triton {'/'.join(GLUON_TRITON)}, not {triton.__version__}"
+    try:  # importlib: an import statement would make `triton` a local name of this function
+        importlib.import_module("triton.experimental.gluon.language.nvidia.ampere")
+    except ImportError as e:  # a Triton build without Gluon
+        return f"this Triton has no Gluon ({e})"
+    return ""
+

@@ -1,4 +1,5 @@
-"""Gluon page programs for ``draft_decode`` (dev engine ``engine="gluon"``; P = 64, head_dim 128, G <= 8, sm_80+).
+"""Gluon page programs for ``draft_decode`` (``engine="gluon"``; P = 64, head_dim 128, G <= 8, sm_90+, Triton 3.6;
+the server's default where it runs: ``--quantspec-draft-kernel auto``, kernels/draft_launch.py gluon_draft_support).
 
 Why a second form of the page loop (bench/NOTES_kernels.md, session 21): the Triton kernel spends ~2200
 warp-instructions and 9 CTA barriers a (page, KV head) on a 4-warp wgmma tile, most of them layout conversions

@@ -118,6 +118,26 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         # layout follows the chunking (which depends on what else is scheduled), so it gets a fixed one.
         sa = getattr(model_runner, "server_args", None)
         self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
+        self.draft_engine = self._resolve_draft_engine(model_runner, pool)
+
+    def _resolve_draft_engine(self, model_runner, pool) -> str:
+        """--quantspec-draft-kernel -> draft_decode's engine, decided once here: 'gluon' that cannot run fails at
+        startup with the reason; 'auto' takes gluon where it runs (kernels/draft_launch.py gluon_draft_support)."""
+        from sgl_spec.kernels.draft_launch import gluon_draft_support
+
+        want = self.cfg.draft_kernel
+        if not self.cfg.speculative or want == "triton":
+            return "triton"
+        mc = getattr(model_runner, "model_config", None)
+        hq = getattr(mc, "num_attention_heads", None)
+        tp = max(1, int(getattr(model_runner, "tp_size", 1) or 1))
+        group = (hq // tp) // pool.head_num if hq else 0
+        why = gluon_draft_support(self.device, self.P, pool.head_dim, group) if group else "unknown head group"
+        if want == "gluon" and why:
+            raise ValueError(f"--quantspec-draft-kernel gluon: {why}; use --quantspec-draft-kernel triton (or auto)")
+        engine = "triton" if why else "gluon"
+        logger.info("quantspec draft kernel: %s%s", engine, f" ({why})" if why else "")
+        return engine
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
@@ -333,4 +353,5 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
         return ops.draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, md.hot_start, md.hot_len,
-                                layer.scaling, new_k=new_k, new_v=new_v)
+                                layer.scaling, new_k=new_k, new_v=new_v,
+                                **({"engine": "gluon"} if self.draft_engine == "gluon" else {}))

@@ -51,6 +51,7 @@ SCORE_SMOOTHING = ("none", "ema", "max")
 PAGE_SCORES = ("max", "lse")
 # Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/draft_layers.py, kernels/norm_pair_linear.py).
 FUSED_DRAFT_CHOICES = ("on", "off")
+DRAFT_KERNELS = ("auto", "triton", "gluon")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -99,6 +100,11 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "parallel 1, batch <= 64) as norm + qkv + RoPE and norm + gate_up + SiLU-and-mul launches (4 kernels fewer a "
         "layer; the verify keeps SGLang's layers, so output is unchanged); 'off' drafts with SGLang's layers. "
         "Default: on."))),
+    "quantspec_draft_kernel": ("auto", dict(choices=DRAFT_KERNELS, help=(
+        "quantspec draft: the page programs of the draft attention. 'gluon': one warp a page, tensor-core operands "
+        "built in registers (kernels/draft_pages_gluon.py; page size 64, head_dim 128, up to 8 query heads a KV "
+        "head, sm_90+, Triton 3.6); 'triton': the Triton kernel; 'auto': gluon where it runs, else triton. Drafts "
+        "only propose tokens: output is unchanged either way. Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -124,6 +130,7 @@ class QuantSpecConfig:
     score_ema: float = 0.5  # history weight of the "ema" smoothing
     page_score: str = "max"  # one of PAGE_SCORES: what verify_attention's page scores measure
     fused_draft: bool = True  # draft passes with fused norm / linear / epilogue launches where supported
+    draft_kernel: str = "auto"  # one of DRAFT_KERNELS: the draft attention's page programs
 
     @property
     def num_verify_tokens(self) -> int:
@@ -147,7 +154,8 @@ class QuantSpecConfig:
             if self.page_score != "max":
                 draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
-                f"fused draft layers: {'on' if self.fused_draft else 'off'}, speculate: {self.speculate}")
+                f"fused draft layers: {'on' if self.fused_draft else 'off'}, draft kernel: {self.draft_kernel}, "
+                f"speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -193,6 +201,9 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
             raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
                              f"--speculative-algorithm {ALGO_NAME}, not --attention-backend {BACKEND_NAME} alone")
         gamma = 0
+    if speculative and opts["quantspec_draft_kernel"] == "gluon" and page_size != 64:
+        raise ValueError(f"--quantspec-draft-kernel gluon needs --page-size 64, got {page_size}: use "
+                         "--quantspec-draft-kernel auto or triton")
     _configure_runtime(server_args)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
@@ -201,6 +212,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
         score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
         page_score=str(opts["quantspec_page_score"]), fused_draft=opts["quantspec_fused_draft"] == "on",
+        draft_kernel=str(opts["quantspec_draft_kernel"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
@@ -364,6 +376,9 @@ def _check_draft_options(opts: dict, given: dict) -> None:
     if opts["quantspec_fused_draft"] not in FUSED_DRAFT_CHOICES:
         raise ValueError(f"--quantspec-fused-draft must be one of {', '.join(FUSED_DRAFT_CHOICES)}, "
                          f"got {opts['quantspec_fused_draft']}")
+    if opts["quantspec_draft_kernel"] not in DRAFT_KERNELS:
+        raise ValueError(f"--quantspec-draft-kernel must be one of {', '.join(DRAFT_KERNELS)}, "
+                         f"got {opts['quantspec_draft_kernel']}")
     if opts["quantspec_page_score"] not in PAGE_SCORES:
         raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
                          f"got {opts['quantspec_page_score']}")

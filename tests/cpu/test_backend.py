@@ -235,3 +235,43 @@ def test_decode_quantizes_exactly_the_completed_page():
     assert (store.k_scale[page0] == 0).all()
     sim.forward("DECODE", [(1, 0, P - 1, 1)], data)  # its last token
     assert (store.k_scale[page0] != 0).all()
+
+
+def test_draft_kernel_resolution():
+    """--quantspec-draft-kernel: 'auto' falls back to the Triton draft kernel where Gluon cannot run (here: the CPU,
+    head_dim 16), 'triton' is taken as given, and 'gluon' that cannot run fails at startup with the reason."""
+    import dataclasses
+
+    sim = Sim(P=64, speculative=True)
+    assert sim.backend.draft_engine == "triton"  # auto on the CPU
+    runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=sim.rtt),
+                             token_to_kv_pool=sim.pool, model_config=SimpleNamespace(num_attention_heads=Hq))
+    cfg = dataclasses.replace(sim.backend.cfg, draft_kernel="triton")
+    assert QuantSpecAttnBackend(runner, "torch_native", cfg).draft_engine == "triton"
+    cfg = dataclasses.replace(sim.backend.cfg, draft_kernel="gluon")
+    with pytest.raises(ValueError, match="--quantspec-draft-kernel gluon: the Gluon draft kernel covers page size "
+                                         "64 and head_dim 128, not 64 / 16; use --quantspec-draft-kernel triton"):
+        QuantSpecAttnBackend(runner, "torch_native", cfg)
+
+
+def test_gluon_draft_support_reasons():
+    from sgl_spec.kernels.draft_launch import gluon_draft_support
+
+    assert "page size 64 and head_dim 128" in gluon_draft_support("cpu", 32, 128, 4)
+    assert "up to 8 query heads" in gluon_draft_support("cpu", 64, 128, 16)
+    assert "needs a CUDA device" in gluon_draft_support("cpu", 64, 128, 4)
+    import triton
+    from unittest import mock
+
+    import os
+
+    cuda = torch.device("cuda", 0)  # the rest of the checks, with the device's answers faked, compiled (not interpreted)
+    with mock.patch.dict(os.environ, {"TRITON_INTERPRET": "0"}), \
+            mock.patch.object(torch.cuda, "get_device_capability", return_value=(8, 0)):
+        assert "compute capability 9.0" in gluon_draft_support(cuda, 64, 128, 4)
+    with mock.patch.dict(os.environ, {"TRITON_INTERPRET": "0"}), \
+            mock.patch.object(torch.cuda, "get_device_capability", return_value=(9, 0)):
+        with mock.patch.object(triton, "__version__", "3.6.0"):  # the Triton the kernel is written for: it runs
+            assert gluon_draft_support(cuda, 64, 128, 4) == ""
+        with mock.patch.object(triton, "__version__", "3.5.0"):
+            assert "written for Triton 3.6, not 3.5.0" in gluon_draft_support(cuda, 64, 128, 4)

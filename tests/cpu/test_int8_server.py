@@ -129,6 +129,9 @@ BAD_FLAGS = {
     "--attention-backend quantspec --decode-attention-backend quantspec": "instead of --decode-attention-backend",
     "--quantspec-speculate never": "--quantspec-speculate only applies with --speculative-algorithm QUANTSPEC",
     "--spec-algo quantspec --quantspec-cost-model /nonexistent.json": "--quantspec-cost-model /nonexistent.json: no",
+    "--quantspec-draft-kernel triton": "--quantspec-draft-kernel only applies with --speculative-algorithm QUANTSPEC",
+    "--spec-algo quantspec --page-size 32 --quantspec-draft-kernel gluon":
+        "--quantspec-draft-kernel gluon needs --page-size 64, got 32",
 }
 
 
@@ -202,6 +205,7 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     spec = res["good spec"]
     assert "speculative=True, page_size=32, num_draft_steps=6, topk_ratio=0.2" in spec["_quantspec"], spec
     assert "speculate='always', cost_model=None" in spec["_quantspec"], spec  # speculation every step by default
+    assert "draft_kernel='auto'" in spec["_quantspec"], spec
     assert (spec["speculative_algorithm"], spec["speculative_num_draft_tokens"], spec["speculative_eagle_topk"],
             spec["disable_overlap_schedule"], spec["page_size"]) == ("QUANTSPEC", 7, 1, True, 32)
     want = f"speculative=True, page_size=64, num_draft_steps={DEFAULT_NUM_DRAFT_STEPS}, topk_ratio=0.07, min_pages=3"
