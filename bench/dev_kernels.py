@@ -102,6 +102,8 @@ def draft_kwargs(var, B, maxp, P):
         kw["hot_block"] = int(var["hb"])
     if "hn" in var:  # hot dots on the 16-bit operands as stored
         kw["hot_native"] = bool(int(var["hn"]))
+    if "gst" in var:  # Gluon page programs: strided split partition
+        kw["split_stride"] = bool(int(var["gst"]))
     if "md" in var:  # merge programs a (request, head): channel blocks
         kw["merge_blocks"] = int(var["md"])
     if "gl" in var:  # page programs in Gluon (kernels/draft_pages_gluon.py)
@@ -111,7 +113,7 @@ def draft_kwargs(var, B, maxp, P):
 
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
-             "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks")
+             "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks", "split_stride")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):

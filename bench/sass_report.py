@@ -139,7 +139,7 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1):
+def _draft_gluon(G=4, pf=1, st=0):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -150,7 +150,7 @@ def _draft_gluon(G=4, pf=1):
     types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
                  qk_scale="fp32")
-    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf))
+    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st))
     sig, attrs = {}, {}
     for i, p in enumerate(params):
         if p in const:
@@ -168,9 +168,9 @@ def _draft_gluon(G=4, pf=1):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0]
+    if what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
-        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)))
+        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):

@@ -171,6 +171,7 @@ def _draft_pages_kernel(
     m_ptr, l_ptr, acc_ptr,
     qk_scale, HKV,
     G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, PREFETCH: gl.constexpr = True,
+    STRIDED: gl.constexpr = False, NPAGES=1,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -200,11 +201,22 @@ def _draft_pages_kernel(
     q_at = q_ptr + b.to(gl.int64) * s_qb + (h * G + qn).to(gl.int64)[None, :] * s_qh + _key_channel(qk)[:, None]
     q_b = (gl.load(q_at, mask=(qn < G)[None, :], other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
 
-    n = gl.minimum(gl.maximum(gl.load(np_ptr + b), 0), MAXP)
-    per = (n + NUM_SPLITS - 1) // NUM_SPLITS
-    lo = gl.minimum(s * per, n)
-    hi = gl.minimum(lo + per, n)
     ids = pid_ptr + b.to(gl.int64) * s_pb + h.to(gl.int64) * s_ph
+    n = gl.minimum(gl.maximum(gl.load(np_ptr + b), 0), MAXP)
+    if STRIDED:  # pages s, s + NUM_SPLITS, ...: the first page id does not wait for the page count
+        lo = s
+        hi = n
+        ST: gl.constexpr = NUM_SPLITS
+        # issued beside the page-count load; a stale id past the list is clamped into the pool (read, never used)
+        pg0 = gl.minimum(gl.maximum(gl.load(ids + lo, mask=lo < MAXP, other=0), 0), NPAGES - 1)
+        ok0 = lo < MAXP
+    else:  # a contiguous share of the list
+        per = (n + NUM_SPLITS - 1) // NUM_SPLITS
+        lo = gl.minimum(s * per, n)
+        hi = gl.minimum(lo + per, n)
+        ST: gl.constexpr = 1
+        pg0 = gl.load(ids + lo, mask=lo < hi, other=0)
+        ok0 = lo < hi
 
     m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
@@ -215,18 +227,16 @@ def _draft_pages_kernel(
 
     # the next page's loads are issued before this page is computed (one page in flight a warp). A 2x-unrolled
     # form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
-    if PREFETCH:
-        n0 = hi
-    else:
-        n0 = lo  # no page ahead: the prologue load is masked off
+    if not PREFETCH:
+        ok0 = lo > lo  # no page ahead: the prologue load is masked off
     cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                     gl.load(ids + lo, mask=lo < n0, other=0), h, lo < n0, KW, VW, KSC, VSL)
-    pg_next = gl.load(ids + lo + 1, mask=lo + 1 < n0, other=0)
-    for i in range(lo, hi):
+                     pg0, h, ok0, KW, VW, KSC, VSL)
+    pg_next = gl.load(ids + lo + ST, mask=lo + ST < hi, other=0)
+    for i in range(lo, hi, ST):
         if PREFETCH:
             nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                             pg_next, h, i + 1 < hi, KW, VW, KSC, VSL)
-            pg_next = gl.load(ids + i + 2, mask=i + 2 < hi, other=0)
+                             pg_next, h, i + ST < hi, KW, VW, KSC, VSL)
+            pg_next = gl.load(ids + i + 2 * ST, mask=i + 2 * ST < hi, other=0)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
             cur = nxt
         else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
