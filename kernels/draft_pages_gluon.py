@@ -5,8 +5,9 @@ Why a second form of the page loop (bench/NOTES_kernels.md, session 21): the Tri
 warp-instructions and 9 CTA barriers a (page, KV head) on a 4-warp wgmma tile, most of them layout conversions
 through shared memory that Triton's layouts do not let us remove; a page then takes ~2.6 us a program and the kernel
 stays at 48-72% of copy bandwidth on an H100 (session 21). Here **one warp owns a page** and every operand is built
-in registers in the exact layout ``mma.sync.m16n8k16`` reads (Gluon's explicit layouts make the conversions register renames, checked at
-compile time with ``assert_trivial``), so there is no shared memory, no barrier and no cross-warp reduction:
+in registers in the exact layout ``mma.sync.m16n8k16`` reads (Gluon's explicit layouts make the conversions register
+renames, checked at compile time with ``assert_trivial``), so there is no shared memory, no barrier and no cross-warp
+reduction:
 
 * tokens as the MMA's M: scores ``S^T [64, 8] = K [64, 128] q^T [128, 8]`` (q^T, N = 8 query heads with G <= 8,
   is a constant register operand), ``O^T [128, 8] = V^T [128, 64] (p∘s_v) [64, 8]``; only P^T changes layout
