@@ -70,8 +70,9 @@ def parse_args(argv=None):
     ap.add_argument("--mem-frac", type=float, default=0.6, help="skip configurations needing more device memory")
     ap.add_argument("--fi-timeout", type=float, default=240, help="seconds allowed for FlashInfer's JIT build")
     ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA-graph replays")
-    ap.add_argument("--draft-engine", choices=["triton", "gluon"], default=None,
-                    help="draft_decode's page programs: Triton (default) or the Gluon one-warp-a-page kernels")
+    ap.add_argument("--draft-engine", choices=["auto", "triton", "gluon"], default="auto",
+                    help="draft_decode's page programs: the Gluon one-warp-a-page kernels where they run, as the "
+                         "server's --quantspec-draft-kernel auto (default), or always Triton / Gluon")
     ap.add_argument("--draft-merge-blocks", type=int, default=None, help="draft_decode merge channel blocks")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
@@ -292,6 +293,11 @@ def run_config(a, ctx, B, P, env, timer, gen):
     impls = env["impls"]
     qbs = quant_pages(lens, P, dev, copies=c, gen=gen)
     qs = [torch.randn(B, 1, HQ, D, device=dev, dtype=DTYPE) for _ in range(c)]
+    engine = None if a.draft_engine == "triton" else a.draft_engine  # None: draft_decode's default (Triton)
+    if engine == "auto":  # as the server resolves --quantspec-draft-kernel auto (ops on CPU: the reference, no engine)
+        from sgl_spec.kernels.draft_launch import gluon_draft_support
+
+        engine = None if dev == "cpu" or gluon_draft_support(dev, P, D, HQ // HKV) else "gluon"
     for label, sparse in (("draft_dense", None), ("draft_sparse", (a.ratio, a.min_pages, a.sink_pages))):
         if label not in a.kernels or "draft_decode" not in impls:
             continue
@@ -300,10 +306,11 @@ def run_config(a, ctx, B, P, env, timer, gen):
             ids, cnt, hs, hl = draft_args(qb, sparse=sparse, gen=gen)
             out = torch.empty(B, HQ, D, device=dev, dtype=DTYPE)
             args = (q[:, 0], qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, SM_SCALE)
-            dkw = {k: v for k, v in (("engine", a.draft_engine), ("merge_blocks", a.draft_merge_blocks)) if v}
+            dkw = {k: v for k, v in (("engine", engine), ("merge_blocks", a.draft_merge_blocks)) if v}
             calls.append(lambda args=args, out=out, dkw=dkw: impls["draft_decode"](*args, out=out, **dkw))
             npages, hot_len = cnt.tolist(), hl.tolist()
-        add(label, timer(rotate(calls)), bytes_draft(P, npages, hot_len), dec_name, dec_ms, pages_read=npages[0])
+        add(label, timer(rotate(calls)), bytes_draft(P, npages, hot_len), dec_name, dec_ms, pages_read=npages[0],
+            draft_engine=engine or ("reference" if dev == "cpu" and a.impl != "triton" else "triton"))
     for nq in a.nq if "verify" in a.kernels and "verify_attention" in impls else []:
         bname, bms = next(iter(base[nq].items()))
         for with_scores in (True, False):
