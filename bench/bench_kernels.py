@@ -297,7 +297,7 @@ def run_config(a, ctx, B, P, env, timer, gen):
     if engine == "auto":  # as the server resolves --quantspec-draft-kernel auto (ops on CPU: the reference, no engine)
         from sgl_spec.kernels.draft_launch import gluon_draft_support
 
-        engine = None if dev == "cpu" or gluon_draft_support(dev, P, D, HQ // HKV) else "gluon"
+        engine = None if gluon_draft_support(dev, P, D, HQ // HKV) else "gluon"
     for label, sparse in (("draft_dense", None), ("draft_sparse", (a.ratio, a.min_pages, a.sink_pages))):
         if label not in a.kernels or "draft_decode" not in impls:
             continue

@@ -22,7 +22,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 
-def compile_sm90(kernel, types: dict, constexprs: dict, plain=(), num_warps=4, num_stages=3, **opts):
+def compile_sm90(kernel, types: dict, constexprs: dict, plain=(), num_warps=4, num_stages=3, source=ASTSource,
+                 **opts):
     params = list(inspect.signature(kernel.fn).parameters)
     sig, attrs = {}, {}
     for i, p in enumerate(params):
@@ -32,7 +33,7 @@ def compile_sm90(kernel, types: dict, constexprs: dict, plain=(), num_warps=4, n
         sig[p] = types.get(p, "*u8" if p.endswith("_ptr") else "i32")
         if p not in plain and (sig[p].startswith("*") or sig[p] in ("i32", "i64")):
             attrs[(i,)] = [["tt.divisibility", 16]]
-    src = ASTSource(kernel, sig, constexprs={(params.index(k),): v for k, v in constexprs.items()}, attrs=attrs)
+    src = source(kernel, sig, constexprs={(params.index(k),): v for k, v in constexprs.items()}, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=num_warps, num_stages=num_stages, **opts))
 
@@ -145,22 +146,11 @@ def _draft_gluon(G=4, pf=1, st=0):
 
     from sgl_spec.kernels import draft_pages_gluon as dg
 
-    k = dg._draft_pages_kernel
-    params = list(inspect.signature(k.fn).parameters)
     types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
                  qk_scale="fp32")
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st))
-    sig, attrs = {}, {}
-    for i, p in enumerate(params):
-        if p in const:
-            sig[p] = "constexpr"
-            continue
-        sig[p] = types.get(p, "i32")
-        if p not in ("MAXP", "HKV") and (sig[p].startswith("*") or sig[p] == "i32"):
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    src = GluonASTSource(k, sig, constexprs={(params.index(n),): v for n, v in const.items()}, attrs=attrs)
-    cc = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=1))
+    cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1, source=GluonASTSource)
     report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} (one warp a page)")
     text = sass(cc)
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")

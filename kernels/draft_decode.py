@@ -42,13 +42,13 @@ import triton
 import triton.language as tl
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count,
+                                           GLUON_HEAD_DIM, GLUON_MAX_GROUP, GLUON_PAGE_SIZE, gluon_draft_shapes,
                                            launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING, _attend_hot
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
                                            key_frag_fits)
-from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
-from triton.language.extra.cuda import gdc_launch_dependents
+from sgl_spec.kernels.pdl import _release_dependents, _wait_prior, pdl_kwargs
 from sgl_spec.kvformat import PageStore
 
 # keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
@@ -174,8 +174,7 @@ def _draft_decode_kernel(
     EARLY_LAUNCH: tl.constexpr = False,
 ):
     _wait_prior(PDL)
-    if EARLY_LAUNCH:  # engine="gluon": the page launch that follows does not read what this launch writes
-        gdc_launch_dependents()
+    _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch that follows reads nothing this one writes
     b = tl.program_id(0)
     h = tl.program_id(1)
     s = tl.program_id(2)
@@ -286,10 +285,11 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
     [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
     (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md).
-    ``engine="gluon"`` (dev): the page programs run as kernels/draft_pages_gluon.py (one warp a page; P = 64,
-    head_dim 128, G <= 8, CUDA sm_80+), the hot-token programs and the merge as here; with PDL the hot-token launch
-    lets the page launch start at once (they write different partials) and the page programs wait for it at their
-    end, so the merge still sees both. ``merge_blocks``: channel blocks a merge program a (request, head) (dev)."""
+    ``engine="gluon"``: the page programs run as kernels/draft_pages_gluon.py (one warp a page; where
+    draft_launch.gluon_draft_support says they run), the hot-token programs and the merge as here; with PDL the
+    hot-token launch lets the page launch start at once (they write different partials) and the page programs wait
+    for it at their end, so the merge still sees both. ``merge_blocks``: channel blocks a merge program a (request,
+    head); ``split_stride`` (gluon): split s takes pages s, s + NS, ... (GLUON_STRIDED) or a contiguous share."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -346,9 +346,11 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         return out
     G = Hq // Hkv
     gluon = engine == "gluon"
-    if gluon and not (P == 64 and D == 128 and G <= 8 and dev.type == "cuda" and not _interpreting()):
-        raise ValueError("draft_decode: engine='gluon' needs P = 64, head_dim 128, G <= 8 and a CUDA device "
-                         "(draft_launch.gluon_draft_support says why not)")
+    if gluon:
+        why = gluon_draft_shapes(P, D, G) or ("" if dev.type == "cuda" and not _interpreting() else f"on {dev}")
+        if why:
+            raise ValueError(f"draft_decode: engine='gluon' needs P = {GLUON_PAGE_SIZE}, head_dim {GLUON_HEAD_DIM}, "
+                             f"G <= {GLUON_MAX_GROUP} and a CUDA device: {why}")
     if engine not in (None, "triton", "gluon"):
         raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
     if gluon:  # prefetch / maxnreg then set the Gluon page programs; the Triton hot-token programs keep the defaults

@@ -108,8 +108,19 @@ def _makespan(bh: int, max_pages: int, splits: int, slots: int) -> float:
 
 
 # engine="gluon" (kernels/draft_pages_gluon.py): the shapes and machines it is built and tested for
+GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_GROUP = 64, 128, 8  # the tile the kernel's layouts hard-code
 GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the tests assume sm_90+
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
+
+
+def gluon_draft_shapes(page_size: int, head_dim: int, group: int) -> str:
+    """'' where the Gluon draft kernel covers the shapes, else why not (cheap: draft_decode checks it every call)."""
+    if page_size != GLUON_PAGE_SIZE or head_dim != GLUON_HEAD_DIM:
+        return (f"the Gluon draft kernel covers page size {GLUON_PAGE_SIZE} and head_dim {GLUON_HEAD_DIM}, not "
+                f"{page_size} / {head_dim}")
+    if not 1 <= group <= GLUON_MAX_GROUP:
+        return f"the Gluon draft kernel covers up to {GLUON_MAX_GROUP} query heads a KV head, not {group}"
+    return ""
 
 
 def gluon_draft_support(device, page_size: int, head_dim: int, group: int) -> str:
@@ -117,10 +128,9 @@ def gluon_draft_support(device, page_size: int, head_dim: int, group: int) -> st
     import importlib
     import os
 
-    if page_size != 64 or head_dim != 128:
-        return f"the Gluon draft kernel covers page size 64 and head_dim 128, not {page_size} / {head_dim}"
-    if not 1 <= group <= 8:
-        return f"the Gluon draft kernel covers up to 8 query heads a KV head, not {group}"
+    why = gluon_draft_shapes(page_size, head_dim, group)
+    if why:
+        return why
     if torch.device(device).type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
         return "the Gluon draft kernel needs a CUDA device (not the CPU or the Triton interpreter)"
     if torch.cuda.get_device_capability(torch.device(device)) < GLUON_MIN_CAPABILITY:

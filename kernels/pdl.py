@@ -15,7 +15,7 @@ import os
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_wait
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 ENABLED = True  # launch with PDL where the device supports it (sm_90+); False: plain launches
 
@@ -25,6 +25,15 @@ def _wait_prior(PDL: tl.constexpr):
     """The kernel's first statement: with PDL, wait until the previous kernel in the stream is done."""
     if PDL:
         gdc_wait()
+
+
+@triton.jit
+def _release_dependents(ON: tl.constexpr):
+    """With ON, let the next PDL launch in the stream start now rather than when this kernel ends: only for a next
+    kernel that reads nothing this one writes and waits for it before it ends (draft_decode's hot-token launch and
+    the Gluon page launch after it, whose merge needs both)."""
+    if ON:
+        gdc_launch_dependents()
 
 
 @functools.lru_cache(maxsize=None)

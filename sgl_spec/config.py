@@ -201,9 +201,12 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
             raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
                              f"--speculative-algorithm {ALGO_NAME}, not --attention-backend {BACKEND_NAME} alone")
         gamma = 0
-    if speculative and opts["quantspec_draft_kernel"] == "gluon" and page_size != 64:
-        raise ValueError(f"--quantspec-draft-kernel gluon needs --page-size 64, got {page_size}: use "
-                         "--quantspec-draft-kernel auto or triton")
+    if speculative and opts["quantspec_draft_kernel"] == "gluon":
+        from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZE
+
+        if page_size != GLUON_PAGE_SIZE:
+            raise ValueError(f"--quantspec-draft-kernel gluon needs --page-size {GLUON_PAGE_SIZE}, got {page_size}: "
+                             "use --quantspec-draft-kernel auto or triton")
     _configure_runtime(server_args)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
