@@ -74,6 +74,9 @@ def parse_args(argv=None):
                     help="draft_decode's page programs: the Gluon one-warp-a-page kernels where they run, as the "
                          "server's --quantspec-draft-kernel auto (default), or always Triton / Gluon")
     ap.add_argument("--draft-merge-blocks", type=int, default=None, help="draft_decode merge channel blocks")
+    ap.add_argument("--verify-engine", choices=["auto", "triton", "gluon"], default="auto",
+                    help="verify_attention's INT8 page programs: the Gluon kernels where they run, as the server's "
+                         "--quantspec-verify-kernel auto (default), or always Triton / Gluon")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
     ap.add_argument("--time-budget-s", type=float, default=540,
@@ -313,6 +316,12 @@ def run_config(a, ctx, B, P, env, timer, gen):
             draft_engine=engine or ("reference" if dev == "cpu" and a.impl != "triton" else "triton"))
     for nq in a.nq if "verify" in a.kernels and "verify_attention" in impls else []:
         bname, bms = next(iter(base[nq].items()))
+        veng = None if a.verify_engine == "triton" else a.verify_engine
+        if veng == "auto":  # as the server resolves --quantspec-verify-kernel auto
+            from sgl_spec.kernels.verify_pages_gluon import gluon_verify_support
+
+            veng = None if gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"
+        vkw = {"engine": veng} if veng else {}
         for with_scores in (True, False):
             calls = []
             for qb in qbs:
@@ -320,10 +329,12 @@ def run_config(a, ctx, B, P, env, timer, gen):
                 sc = torch.zeros(B, HKV, qb.page_table.shape[1], device=dev) if with_scores else None
                 out = torch.empty_like(q)
                 args = (q, qb.store, qb.page_table, verify_q_start(qb, nq), qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE)
-                calls.append(lambda args=args, sc=sc, out=out: impls["verify_attention"](*args, scores=sc, out=out))
+                calls.append(lambda args=args, sc=sc, out=out, vkw=vkw: impls["verify_attention"](
+                    *args, scores=sc, out=out, **vkw))
             ms = timer(rotate(calls))
             add(f"verify_nq{nq}" + ("_scores" if with_scores else ""), ms, bytes_verify(P, lens, nq, with_scores),
-                bname, bms, nq=nq, scores=with_scores, speedup_vs_decode=dec_ms / ms)
+                bname, bms, nq=nq, scores=with_scores, speedup_vs_decode=dec_ms / ms,
+                verify_engine=veng or ("reference" if dev == "cpu" and a.impl != "triton" else "triton"))
     if "select" in a.kernels and "select_topk_pages" in impls:
         qb, n = qbs[0], (ctx - 1) // P
         kcap = sparse_count(n, a.ratio, a.min_pages, a.sink_pages) or 1

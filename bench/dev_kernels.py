@@ -190,6 +190,8 @@ def verify_variant(var):
             kw["key_frag"] = bool(int(part[3:]))
         elif part.startswith("bm="):  # row tile (block_rows: rows of one program)
             kw["block_m"] = int(part[3:])
+        elif part.startswith("gl="):  # INT8 page splits in Gluon (kernels/verify_pages_gluon.py)
+            kw["engine"] = "gluon" if int(part[3:]) else "triton"
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -249,7 +251,7 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
                   if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag",
-                           "block_m")}
+                           "block_m", "engine")}
             kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
@@ -265,7 +267,7 @@ def _check_verify_one(log, ref, kw, nqs):
 
     gen = torch.Generator().manual_seed(int(time.time()))
     worst = 0.0
-    for P in (32, 64, 128):
+    for P in (64,) if kw.get("engine") == "gluon" else (32, 64, 128):
         for lens in ([4097], [3 * P + 5, 9, 2 * P, 9 * P + 63]):
             toks = [(torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE) * 2
                      + torch.randn(1, HKV, D, generator=gen).to("cuda", DTYPE) * 3,

@@ -156,9 +156,49 @@ def _draft_gluon(G=4, pf=1, st=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
+def _verify_gluon(G=4, N=32, sc=1, lse=0):
+    """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
+    (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from sgl_spec.kernels import verify_pages_gluon as vg
+
+    types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
+                 kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
+                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", qk_scale="fp32")
+    const = dict(G=G, N=N, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True)
+    plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
+    cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
+                      source=GluonASTSource)
+    report(cc, f"verify_pages_gluon G={G} N={N} scores={sc} lse={lse}")
+    lo, hi = _main_loop(sass(cc))
+    body = [op for a, op in _ops(sass(cc)) if lo <= a <= hi]
+    print(f"  loop_hmma={sum(op.startswith('HMMA') for op in body)} loop_bar_sync={sum(op.startswith('BAR.SYNC') for op in body)}"
+          f" loop_ldl={sum(op.startswith('LDL') for op in body)}")
+
+
+def _ops(text):
+    """[(address, opcode)] of every SASS instruction (predicate stripped)."""
+    return [(int(m.group(1), 16), m.group(3)) for m in
+            re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)", text)]
+
+
+def _main_loop(text):
+    """(first, last) address of the longest backward branch's body."""
+    best = (0, -1)
+    for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?BRA\s+0x([0-9a-f]+)", text):
+        at, to = int(m.group(1), 16), int(m.group(3), 16)
+        if to < at and at - to > best[1] - best[0]:
+            best = (to, at)
+    return best
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
+    if what == "verify_gluon":  # python bench/sass_report.py verify_gluon [G=4] [N=32] [sc=1] [lse=0]
+        kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
+        _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)))
+    elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]

@@ -125,18 +125,21 @@ def gluon_draft_shapes(page_size: int, head_dim: int, group: int) -> str:
 
 def gluon_draft_support(device, page_size: int, head_dim: int, group: int) -> str:
     """'' where ``draft_decode(engine="gluon")`` runs, else the reason it does not (one line, for a startup error)."""
+    return gluon_draft_shapes(page_size, head_dim, group) or gluon_device_support(device, "draft")
+
+
+def gluon_device_support(device, which: str) -> str:
+    """'' where the Gluon kernels (kernels/draft_pages_gluon.py, kernels/verify_pages_gluon.py) run on ``device``,
+    else why not: a CUDA device of compute capability 9.0+ with the Triton they are written for."""
     import importlib
     import os
 
-    why = gluon_draft_shapes(page_size, head_dim, group)
-    if why:
-        return why
     if torch.device(device).type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return "the Gluon draft kernel needs a CUDA device (not the CPU or the Triton interpreter)"
+        return f"the Gluon {which} kernel needs a CUDA device (not the CPU or the Triton interpreter)"
     if torch.cuda.get_device_capability(torch.device(device)) < GLUON_MIN_CAPABILITY:
-        return "the Gluon draft kernel needs compute capability 9.0 or newer"
+        return f"the Gluon {which} kernel needs compute capability 9.0 or newer"
     if not triton.__version__.startswith(GLUON_TRITON):
-        return f"the Gluon draft kernel is written for Triton {'/'.join(GLUON_TRITON)}, not {triton.__version__}"
+        return f"the Gluon {which} kernel is written for Triton {'/'.join(GLUON_TRITON)}, not {triton.__version__}"
     try:  # importlib: an import statement would make `triton` a local name of this function
         importlib.import_module("triton.experimental.gluon.language.nvidia.ampere")
     except ImportError as e:  # a Triton build without Gluon

@@ -55,7 +55,7 @@ import triton.language as tl
 from sgl_spec.kernels import verify_splits as splits
 from sgl_spec.kernels.verify_splits import _split_pages
 from sgl_spec.kernels.nibble_words import key_frag_channels, key_frag_fits
-from sgl_spec.kernels.pdl import _wait_prior, pdl_kwargs
+from sgl_spec.kernels.pdl import _release_dependents, _wait_prior, pdl_kwargs
 from sgl_spec.kernels.verify_pages import _int8_page, _int8_pair, _load_page, _rows_page
 from sgl_spec.kernels.verify_merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention_ref import SCORE_KINDS, default_score_rows
@@ -119,9 +119,10 @@ def _verify_attention_kernel(
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
     HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
-    KF: tl.constexpr = False, PDL: tl.constexpr = False,
+    KF: tl.constexpr = False, PDL: tl.constexpr = False, EARLY_LAUNCH: tl.constexpr = False,
 ):
     _wait_prior(PDL)
+    _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch after this ring launch reads nothing it writes
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
     pid_hr = tl.program_id(0)
@@ -315,11 +316,14 @@ def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None):
+                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None, engine=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
-    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows)."""
+    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows).
+    ``engine="gluon"``: the INT8 page splits run as kernels/verify_pages_gluon.py (four warps, four pages a step;
+    where verify_pages_gluon.gluon_verify_support says they run), the ring split and the merge as here; the same
+    page partition, so the same partials and scores. None / "triton": this module's kernel."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -356,6 +360,15 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert out.shape == q.shape and out.dtype == q.dtype and out.stride(3) == 1
     if B == 0:
         return out
+    if engine not in (None, "triton", "gluon"):
+        raise ValueError(f"verify_attention: engine must be 'triton' or 'gluon', got {engine!r}")
+    gluon = engine == "gluon"
+    if gluon:
+        from sgl_spec.kernels import verify_pages_gluon as vg
+        why = vg.gluon_verify_shapes(P, DH, G, NQ) or (
+            "" if q.is_cuda and not _interpreting() else f"the Gluon verify kernel does not run on {q.device}")
+        if why:
+            raise ValueError(f"verify_attention: engine='gluon': {why}")
     nw = NUM_WARPS if num_warps is None else num_warps
     pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
     qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
@@ -369,7 +382,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert bm >= max(16, 2 * G) and bm & (bm - 1) == 0, (bm, G)  # a dot tile holding both score rows
     BLOCK_M = max(64, bm) if qa else bm  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
-    pps = max(1, splits.PROGRAMS_PER_SM * 4 // nw)
+    pps = vg.PROGRAMS_PER_SM if gluon else max(1, splits.PROGRAMS_PER_SM * 4 // nw)
     c_min = max(1, splits.MIN_TOKENS_PER_SPLIT // P)
     if num_splits is not None:
         C, NS = c_min, max(1, int(num_splits))
@@ -377,7 +390,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         C = splits.pages_per_split(Hkv, MAXP, P, q.device, pps)
         NS = triton.cdiv(MAXP, C)  # then C_b = C for every q_start < MAXP * P
     else:
-        C, NS = c_min, splits.splits_for_batch(B * Hkv * RB, triton.cdiv(MAXP, c_min), q.device, pps)
+        C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
+                                               pps)
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
@@ -389,7 +403,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
-    _verify_attention_kernel[(Hkv * RB, S1, B)](
+    _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](  # gluon: the ring split (0) only
         Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
         VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
         HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
@@ -402,9 +416,12 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
         BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
-        KF=key_frag_on(key_frag, P, DH, nw, pp, qa),
+        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon,
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
     )
+    if gluon:
+        vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
+                        S1, C, NS, ra, rb, raw_on, lse)
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
     n_hb = triton.cdiv(Hq, BLOCK_H)

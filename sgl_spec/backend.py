@@ -119,6 +119,44 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         sa = getattr(model_runner, "server_args", None)
         self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
         self.draft_engine = self._resolve_draft_engine(model_runner, pool)
+        self.verify_engine = self._resolve_verify_engine(model_runner, pool)
+
+    def _head_group(self, model_runner, pool) -> int:
+        mc = getattr(model_runner, "model_config", None)
+        hq = getattr(mc, "num_attention_heads", None)
+        tp = max(1, int(getattr(model_runner, "tp_size", 1) or 1))
+        return (hq // tp) // pool.head_num if hq else 0
+
+    def _resolve_verify_engine(self, model_runner, pool) -> str:
+        """--quantspec-verify-kernel -> verify_attention's engine for the INT8 page splits, decided once here (INT8
+        decode included; 'auto' without speculation too): 'gluon' that cannot run fails at startup with the reason;
+        'auto' takes gluon where it runs (kernels/verify_pages_gluon.py gluon_verify_support). A window wider than
+        the Gluon tile (γ+1 times G over 32 rows) runs the Triton kernel (``_verify_kw``)."""
+        from sgl_spec.kernels.verify_pages_gluon import AUTO_MIN_PAIRS, gluon_verify_support
+
+        self.verify_min_pairs = AUTO_MIN_PAIRS
+        want = self.cfg.verify_kernel if self.cfg.speculative else "auto"
+        if want == "triton":
+            return "triton"
+        group = self._head_group(model_runner, pool)
+        nq = max(1, self.cfg.num_draft_steps + 1) if self.cfg.speculative else 1
+        why = gluon_verify_support(self.device, self.P, pool.head_dim, group, nq) if group else "unknown head group"
+        if want == "gluon" and why:
+            raise ValueError(f"--quantspec-verify-kernel gluon: {why}; use --quantspec-verify-kernel triton (or auto)")
+        engine = "triton" if why else "gluon"
+        # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs, where it was faster
+        # (kernels/verify_pages_gluon.py AUTO_MIN_PAIRS); 'gluon' takes Gluon for every batch
+        self.verify_min_pairs = 0 if want == "gluon" else AUTO_MIN_PAIRS
+        logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
+            f" (from {AUTO_MIN_PAIRS} request x KV-head pairs a launch)" if want == "auto" else ""))
+        return engine
+
+    def _verify_kw(self, nq: int, group: int, pairs: int) -> dict:
+        """verify_attention's engine keyword for a launch of ``pairs`` (request, KV head) pairs, nq rows each."""
+        from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS
+
+        use = self.verify_engine == "gluon" and nq * group <= GLUON_MAX_ROWS and pairs >= self.verify_min_pairs
+        return {"engine": "gluon"} if use else {}
 
     def _resolve_draft_engine(self, model_runner, pool) -> str:
         """--quantspec-draft-kernel -> draft_decode's engine, decided once here: 'gluon' that cannot run fails at
@@ -128,10 +166,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         want = self.cfg.draft_kernel
         if not self.cfg.speculative or want == "triton":
             return "triton"
-        mc = getattr(model_runner, "model_config", None)
-        hq = getattr(mc, "num_attention_heads", None)
-        tp = max(1, int(getattr(model_runner, "tp_size", 1) or 1))
-        group = (hq // tp) // pool.head_num if hq else 0
+        group = self._head_group(model_runner, pool)
         why = gluon_draft_support(self.device, self.P, pool.head_dim, group) if group else "unknown head group"
         if want == "gluon" and why:
             raise ValueError(f"--quantspec-draft-kernel gluon: {why}; use --quantspec-draft-kernel triton (or auto)")
@@ -335,7 +370,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             else:
                 scores = self.page_scores[li, :B]
         out = ops.verify_attention(q4, store, md.page_table, md.q_start, hot_k, hot_v, md.slots, layer.scaling,
-                                   scores=scores, score_kind=self.cfg.page_score, batch_invariant=self.batch_invariant)
+                                   scores=scores, score_kind=self.cfg.page_score, batch_invariant=self.batch_invariant,
+                                   **self._verify_kw(q4.shape[1], q4.shape[2] // store.k_upper.shape[1],
+                                                     q4.shape[0] * store.k_upper.shape[1]))
         return out.view(q.shape[0], -1)
 
     def _keep_verify_q(self, li: int, q4, scaling: float):

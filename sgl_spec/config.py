@@ -52,6 +52,7 @@ PAGE_SCORES = ("max", "lse")
 # Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/draft_layers.py, kernels/norm_pair_linear.py).
 FUSED_DRAFT_CHOICES = ("on", "off")
 DRAFT_KERNELS = ("auto", "triton", "gluon")
+VERIFY_KERNELS = ("auto", "triton", "gluon")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -105,6 +106,12 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "built in registers (kernels/draft_pages_gluon.py; page size 64, head_dim 128, up to 8 query heads a KV "
         "head, sm_90+, Triton 3.6); 'triton': the Triton kernel; 'auto': gluon where it runs, else triton. Drafts "
         "only propose tokens: output is unchanged either way. Default: auto."))),
+    "quantspec_verify_kernel": ("auto", dict(choices=VERIFY_KERNELS, help=(
+        "quantspec verify: the INT8 page programs of the verify attention (and of INT8 decode). 'gluon': four warps "
+        "and four pages a step, keys converted straight into tensor-core operands, values through cp.async "
+        "(kernels/verify_pages_gluon.py; page size 64, head_dim 128, up to 32 rows of γ+1 positions times the query "
+        "heads of a KV head, sm_90+, Triton 3.6; wider windows use triton); 'triton': the Triton kernel; 'auto': "
+        "gluon where it runs. Both compute the same INT8 attention (fp32 sums in another order). Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -131,6 +138,7 @@ class QuantSpecConfig:
     page_score: str = "max"  # one of PAGE_SCORES: what verify_attention's page scores measure
     fused_draft: bool = True  # draft passes with fused norm / linear / epilogue launches where supported
     draft_kernel: str = "auto"  # one of DRAFT_KERNELS: the draft attention's page programs
+    verify_kernel: str = "auto"  # one of VERIFY_KERNELS: the verify attention's INT8 page programs
 
     @property
     def num_verify_tokens(self) -> int:
@@ -155,7 +163,7 @@ class QuantSpecConfig:
                 draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
                 f"fused draft layers: {'on' if self.fused_draft else 'off'}, draft kernel: {self.draft_kernel}, "
-                f"speculate: {self.speculate}")
+                f"verify kernel: {self.verify_kernel}, speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -201,12 +209,13 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
             raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
                              f"--speculative-algorithm {ALGO_NAME}, not --attention-backend {BACKEND_NAME} alone")
         gamma = 0
-    if speculative and opts["quantspec_draft_kernel"] == "gluon":
-        from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZE
+    for which in ("draft", "verify"):
+        if speculative and opts[f"quantspec_{which}_kernel"] == "gluon":
+            from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZE
 
-        if page_size != GLUON_PAGE_SIZE:
-            raise ValueError(f"--quantspec-draft-kernel gluon needs --page-size {GLUON_PAGE_SIZE}, got {page_size}: "
-                             "use --quantspec-draft-kernel auto or triton")
+            if page_size != GLUON_PAGE_SIZE:
+                raise ValueError(f"--quantspec-{which}-kernel gluon needs --page-size {GLUON_PAGE_SIZE}, got "
+                                 f"{page_size}: use --quantspec-{which}-kernel auto or triton")
     _configure_runtime(server_args)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
@@ -215,7 +224,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         draft_pages=str(opts["quantspec_draft_pages"]), recent_share=float(opts["quantspec_recent_share"]),
         score_smoothing=str(opts["quantspec_score_smoothing"]), score_ema=float(opts["quantspec_score_ema"]),
         page_score=str(opts["quantspec_page_score"]), fused_draft=opts["quantspec_fused_draft"] == "on",
-        draft_kernel=str(opts["quantspec_draft_kernel"]),
+        draft_kernel=str(opts["quantspec_draft_kernel"]), verify_kernel=str(opts["quantspec_verify_kernel"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
     object.__setattr__(server_args, "_quantspec", cfg)
@@ -382,6 +391,9 @@ def _check_draft_options(opts: dict, given: dict) -> None:
     if opts["quantspec_draft_kernel"] not in DRAFT_KERNELS:
         raise ValueError(f"--quantspec-draft-kernel must be one of {', '.join(DRAFT_KERNELS)}, "
                          f"got {opts['quantspec_draft_kernel']}")
+    if opts["quantspec_verify_kernel"] not in VERIFY_KERNELS:
+        raise ValueError(f"--quantspec-verify-kernel must be one of {', '.join(VERIFY_KERNELS)}, "
+                         f"got {opts['quantspec_verify_kernel']}")
     if opts["quantspec_page_score"] not in PAGE_SCORES:
         raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
                          f"got {opts['quantspec_page_score']}")

@@ -275,3 +275,26 @@ def test_gluon_draft_support_reasons():
             assert gluon_draft_support(cuda, 64, 128, 4) == ""
         with mock.patch.object(triton, "__version__", "3.5.0"):
             assert "written for Triton 3.6, not 3.5.0" in gluon_draft_support(cuda, 64, 128, 4)
+
+
+def test_verify_kernel_resolution():
+    """--quantspec-verify-kernel: 'auto' falls back to the Triton verify kernel where Gluon cannot run (here: the
+    CPU, head_dim 16), without speculation too (INT8 decode); 'gluon' that cannot run fails at startup with the
+    reason; a window wider than the Gluon tile gets no engine keyword (the Triton kernel)."""
+    import dataclasses
+
+    sim = Sim(P=64, speculative=True)
+    assert sim.backend.verify_engine == "triton"  # auto on the CPU
+    assert Sim(P=64, speculative=False).backend.verify_engine == "triton"
+    runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=sim.rtt),
+                             token_to_kv_pool=sim.pool, model_config=SimpleNamespace(num_attention_heads=Hq))
+    cfg = dataclasses.replace(sim.backend.cfg, verify_kernel="gluon")
+    with pytest.raises(ValueError, match="--quantspec-verify-kernel gluon: the Gluon verify kernel covers page size "
+                                         "64 and head_dim 128, not 64 / 16; use --quantspec-verify-kernel triton"):
+        QuantSpecAttnBackend(runner, "torch_native", cfg)
+    be = sim.backend
+    be.verify_engine = "gluon"  # as resolved on an H100 (auto: from AUTO_MIN_PAIRS pairs a launch)
+    assert be._verify_kw(5, 4, 64) == {"engine": "gluon"} and be._verify_kw(9, 4, 64) == {}
+    assert be._verify_kw(5, 4, 8) == {}
+    be.verify_min_pairs = 0  # --quantspec-verify-kernel gluon
+    assert be._verify_kw(5, 4, 8) == {"engine": "gluon"}

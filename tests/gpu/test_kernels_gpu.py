@@ -181,6 +181,23 @@ def test_verify_attention(B, ctx, P, nq):
     _close(out3, want)
     for b, s0 in enumerate((q_start // P).tolist()):
         _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+    if P == 64:  # the Gluon page programs (kernels/verify_pages_gluon.py): both partitions, one split, both scores
+        for kw in (dict(), dict(batch_invariant=False), dict(num_splits=1), dict(score_kind="lse")):
+            _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw)
+
+
+def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
+    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    sc_ref = sc.clone()
+    out = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out, engine="gluon", **kw)
+    ref(*args, scores=sc_ref, score_kind=kw.get("score_kind", "max"))
+    _close(out, want)
+    for b, s0 in enumerate((q_start // P).tolist()):
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+    out = torch.full_like(q, float("nan"))
+    tri(*args, out=out, engine="gluon", **kw)  # scores off
+    _close(out, want)
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -199,12 +216,13 @@ def test_verify_long_window(B, ctx, P, nq):
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     for invariant in (False, True):
-        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-        out = torch.full_like(q, float("nan"))
-        tri(*args, scores=sc, out=out, batch_invariant=invariant)
-        _close(out, want)
-        for b, s0 in enumerate((q_start // P).tolist()):
-            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+        for eng in ("triton", "gluon") if P == 64 else ("triton",):
+            sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+            out = torch.full_like(q, float("nan"))
+            tri(*args, scores=sc, out=out, batch_invariant=invariant, engine=eng)
+            _close(out, want)
+            for b, s0 in enumerate((q_start // P).tolist()):
+                _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("P", [64, 128])

@@ -147,6 +147,26 @@ def test_long_window_spec_equals_int8_mode_on_gpu(prompts, int8, spec_long):
     assert not bad
 
 
+@pytest.fixture(scope="module")
+def spec_gluon_verify(prompts):
+    return _serve(prompts, SPEC_ARGS + ["--quantspec-verify-kernel", "gluon"])
+
+
+def test_gluon_verify_kernel_in_the_server(prompts, int8, spec_gluon_verify):
+    """--quantspec-verify-kernel gluon: every verify window (the default γ: (γ+1) x 2 rows <= 32) through the Gluon
+    page programs, CUDA graphs included. The INT8 server decodes one row at a time with the Triton kernel, so the two
+    compute the same attention with fp32 sums in another order: every divergence must start at a near tie."""
+    run = spec_gluon_verify
+    assert "quantspec verify kernel: gluon" in run["log"]
+    names = [n for n, _ in prompts]
+    diffs = _first_diffs(_ids(run["serial"]), _ids(int8["serial"]), names)
+    margins = [(n, pos, round(_margin(int8["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
+    print(f"[gpu] gluon verify: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
+          f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
+    loud = [m for m in margins if m[2] >= NEAR_TIE]
+    assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
+
+
 def test_draft_passes_replay_cuda_graphs(spec):
     log = spec["log"]
     assert "captured draft CUDA graphs for bs=" in log, "no draft graphs were captured"

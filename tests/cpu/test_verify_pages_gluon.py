@@ -1,0 +1,67 @@
+"""The Gluon verify page programs (kernels/verify_pages_gluon.py) on a machine without a GPU: they compile for sm_90
+with every operand conversion a register rename (``assert_trivial``), in the budget two programs an SM need (shared
+memory, registers), with the tensor-core work and the barriers the design says; the launcher and the server's
+engine resolution refuse what they do not cover. Their numbers are checked against the reference on the GPU
+(tests/gpu/test_kernels_gpu.py::test_verify_attention / test_verify_long_window)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRAMS_PER_SM) must fit
+
+
+@pytest.mark.parametrize("G,N,lse", [(4, 32, 0), (2, 32, 1), (4, 8, 0)])
+def test_compiles_for_sm90(G, N, lse):
+    pytest.importorskip("triton.experimental.gluon")
+    from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
+                          f"lse={lse}"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
+    m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
+    assert m, res.stdout
+    regs, _, _, smem = (int(x) for x in m.groups())
+    assert regs <= 255 and PROGRAMS_PER_SM * (smem + 1024) <= SMEM_PER_SM, res.stdout
+    h = re.search(r"loop_hmma=(\d+) loop_bar_sync=(\d+)", res.stdout)
+    # a group of 4 pages: scores 4 row tiles x 8 k-steps x N/8, values 4 pages x 2 x 4 x N/8 (one warp's share)
+    assert int(h.group(1)) == 64 * N // 8, res.stdout
+    assert int(h.group(2)) <= 4, res.stdout  # keys ready, page maxima, values ready, values consumed
+
+
+def test_shapes_and_device_are_checked():
+    from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS, gluon_verify_shapes, gluon_verify_support
+
+    assert gluon_verify_shapes(64, 64, 4, 8) == ""
+    assert "page size 64" in gluon_verify_shapes(32, 64, 4, 5)
+    assert "head_dim 128" in gluon_verify_shapes(64, 32, 4, 5)
+    assert f"up to {GLUON_MAX_ROWS} rows" in gluon_verify_shapes(64, 64, 4, 9)
+    assert "CUDA device" in gluon_verify_support("cpu", 64, 128, 4, 5)
+    assert "page size" in gluon_verify_support("cpu", 128, 128, 4, 5)  # shapes first
+
+
+def test_engine_is_checked():
+    from sgl_spec.kernels.verify_attention import verify_attention
+    from sgl_spec.kvformat import KVFormat
+
+    store = KVFormat(page_size=64, num_kv_heads=2, head_dim=128).alloc(2)
+    q = torch.zeros(1, 2, 4, 128, dtype=torch.bfloat16)
+    hot = torch.zeros(1, 2, 64, 2, 128, dtype=torch.bfloat16)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    args = (q, store, i32(0, 1)[None], i32(70), hot, hot.clone(), i32(0), 0.1)
+    with pytest.raises(ValueError, match="engine='gluon'.*does not run on cpu"):
+        verify_attention(*args, engine="gluon")
+    with pytest.raises(ValueError, match="engine must be"):
+        verify_attention(*args, engine="cuda")
+    q9 = torch.zeros(1, 9, 8, 128, dtype=torch.bfloat16)  # 9 rows of 4 heads: wider than the Gluon tile
+    store4 = KVFormat(page_size=64, num_kv_heads=2, head_dim=128).alloc(2)
+    with pytest.raises(ValueError, match="up to 32 rows"):
+        verify_attention(q9, store4, *args[2:], engine="gluon")
