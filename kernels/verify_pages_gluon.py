@@ -78,14 +78,8 @@ def _verify_pages_kernel(
 
         # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order) -------------------
         n_c = gl.arange(0, N, layout=COLS)
-        slot = n_c // G
         g_c = n_c % G
-        row_ok = slot < NQ
-        k = slot - n_front
-        k = k + (k >= lo_r).to(gl.int32)
-        k = k + ((k >= hi_r) & (hi_r != lo_r)).to(gl.int32)
-        i_c = gl.where(slot == 0, ra, gl.where((slot == 1) & (n_front == 2), rb, k))
-        i_c = gl.where(row_ok, i_c, 0)
+        i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
         own_page = (q_start + i_c) // 64
         hq = h * G + g_c
 
@@ -94,13 +88,7 @@ def _verify_pages_kernel(
                                             order=[0, 1])
         qk_i = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
         qn = gl.arange(0, N, layout=gl.SliceLayout(0, QL))
-        q_slot = qn // G
-        q_ok = q_slot < NQ
-        qk_ = q_slot - n_front
-        qk_ = qk_ + (qk_ >= lo_r).to(gl.int32)
-        qk_ = qk_ + ((qk_ >= hi_r) & (hi_r != lo_r)).to(gl.int32)
-        q_i = gl.where(q_slot == 0, ra, gl.where((q_slot == 1) & (n_front == 2), rb, qk_))
-        q_i = gl.where(q_ok, q_i, 0)
+        q_i, q_ok = _window_row(qn // G, NQ, ra, rb, n_front, lo_r, hi_r)
         q_at = (q_ptr + b * s_qb + q_i.to(gl.int64)[None, :] * s_qn + (h * G + qn % G).to(gl.int64)[None, :] * s_qh
                 + _key_channel(qk_i)[:, None])
         qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM,
@@ -174,6 +162,18 @@ def _verify_pages_kernel(
     if PDL:  # the ring launch before this one let it start early: finish only after it, for the merge's sake
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
+
+
+@gluon.jit
+def _window_row(slot, NQ, ra, rb, n_front, lo_r, hi_r):
+    """(window row, valid) of each slot: slots 0 and 1 hold the score rows ra, rb (one slot when they are the same
+    row), the others the remaining rows in order (the Triton kernel's row order, so the merge and RAW agree)."""
+    ok = slot < NQ
+    k = slot - n_front
+    k = k + (k >= lo_r).to(gl.int32)
+    k = k + ((k >= hi_r) & (hi_r != lo_r)).to(gl.int32)
+    i = gl.where(slot == 0, ra, gl.where((slot == 1) & (n_front == 2), rb, k))
+    return gl.where(ok, i, 0), ok
 
 
 @gluon.jit
