@@ -68,6 +68,11 @@ MODES = {
     "spec-dense-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate",
                                    "always", "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
                           "desc": "spec-dense with the Triton draft kernel"},
+    # spec-topk with the Triton verify kernel at every batch (A/B of kernels/verify_pages_gluon.py, taken from 64
+    # request x KV-head pairs a launch by --quantspec-verify-kernel auto)
+    "spec-verify-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
+                                    "--quantspec-verify-kernel", "triton"], "spec": True, "quant": True,
+                           "desc": "spec-topk with the Triton verify kernel"},
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }
