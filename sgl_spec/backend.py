@@ -132,9 +132,10 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         decode included; 'auto' without speculation too): 'gluon' that cannot run fails at startup with the reason;
         'auto' takes gluon where it runs (kernels/verify_pages_gluon.py gluon_verify_support). A window wider than
         the Gluon tile (γ+1 times G over 32 rows) runs the Triton kernel (``_verify_kw``)."""
-        from sgl_spec.kernels.verify_pages_gluon import AUTO_MIN_PAIRS, gluon_verify_support
+        from sgl_spec.kernels.verify_pages_gluon import AUTO_MIN_PAIRS, GLUON_MAX_ROWS, gluon_verify_support
 
-        self.verify_min_pairs = AUTO_MIN_PAIRS
+        # per launch (``_verify_kw``): rows the Gluon tile holds, and (request, KV head) pairs from which it is taken
+        self.verify_max_rows, self.verify_min_pairs = GLUON_MAX_ROWS, AUTO_MIN_PAIRS
         want = self.cfg.verify_kernel if self.cfg.speculative else "auto"
         if want == "triton":
             return "triton"
@@ -146,16 +147,16 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         engine = "triton" if why else "gluon"
         # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs, where it was faster
         # (kernels/verify_pages_gluon.py AUTO_MIN_PAIRS); 'gluon' takes Gluon for every batch
-        self.verify_min_pairs = 0 if want == "gluon" else AUTO_MIN_PAIRS
+        if want == "gluon":
+            self.verify_min_pairs = 0
         logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
             f" (from {AUTO_MIN_PAIRS} request x KV-head pairs a launch)" if want == "auto" else ""))
         return engine
 
     def _verify_kw(self, nq: int, group: int, pairs: int) -> dict:
-        """verify_attention's engine keyword for a launch of ``pairs`` (request, KV head) pairs, nq rows each."""
-        from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS
-
-        use = self.verify_engine == "gluon" and nq * group <= GLUON_MAX_ROWS and pairs >= self.verify_min_pairs
+        """verify_attention's engine keyword for a launch of ``pairs`` (request, KV head) pairs, nq rows each (called
+        every layer: no import or lookup beyond the attributes ``_resolve_verify_engine`` set)."""
+        use = self.verify_engine == "gluon" and nq * group <= self.verify_max_rows and pairs >= self.verify_min_pairs
         return {"engine": "gluon"} if use else {}
 
     def _resolve_draft_engine(self, model_runner, pool) -> str:
