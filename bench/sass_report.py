@@ -171,26 +171,10 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0):
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
     report(cc, f"verify_pages_gluon G={G} N={N} scores={sc} lse={lse}")
-    lo, hi = _main_loop(sass(cc))
-    body = [op for a, op in _ops(sass(cc)) if lo <= a <= hi]
-    print(f"  loop_hmma={sum(op.startswith('HMMA') for op in body)} loop_bar_sync={sum(op.startswith('BAR.SYNC') for op in body)}"
-          f" loop_ldl={sum(op.startswith('LDL') for op in body)}")
-
-
-def _ops(text):
-    """[(address, opcode)] of every SASS instruction (predicate stripped)."""
-    return [(int(m.group(1), 16), m.group(3)) for m in
-            re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][\w.]*)", text)]
-
-
-def _main_loop(text):
-    """(first, last) address of the longest backward branch's body."""
-    best = (0, -1)
-    for m in re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?BRA\s+0x([0-9a-f]+)", text):
-        at, to = int(m.group(1), 16), int(m.group(3), 16)
-        if to < at and at - to > best[1] - best[0]:
-            best = (to, at)
-    return best
+    _, ls = loops(sass(cc))
+    ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
+    count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
+    print(f"  loop_hmma={count('HMMA')} loop_bar_sync={count('BAR.SYNC')} loop_ldl={count('LDL')}")
 
 
 if __name__ == "__main__":
