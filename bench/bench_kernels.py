@@ -13,10 +13,11 @@ Per configuration (every request holds ``ctx`` tokens; the newest is at position
   quantize_pages       one launch quantizing one page per request (at ctx 32k, or the nearest ctx in the grid), and
                 one graph of --layers such launches; frac_step_lb = layers * t_quantize / (layers * t_bf16_decode
                 at 32k + Llama-3-8B weight bytes / copy bandwidth) (criterion: < 2%; bench/quant_criterion.py)
-Timing: triton.testing.do_bench, median, of CUDA-graph replays of each call (``--eager``: plain calls), for our
-kernels and the baselines alike, as SGLang runs decode; do_bench zeroes a 256 MB buffer before every timed call, so
-each call starts with a cold L2 (50-60 MB), and small configurations also alternate between 2 disjoint copies of
-their inputs.
+Timing: bench/l2_timer.py (do_bench's procedure), median, of CUDA-graph replays of each call (``--eager``: plain
+calls), for our kernels and the baselines alike, as SGLang runs decode; a 256 MB buffer is read (``--l2-flush read``,
+default: clean L2 lines, as after a decode step's weight reads) or zeroed (``zero``: do_bench's own flush, whose dirty
+lines every call then writes back) before every timed call, so each call starts with a cold L2 (50-60 MB), and small
+configurations also alternate between 2 disjoint copies of their inputs.
 GB/s counts the bytes that must move (planes and scales read, hot tokens, q/out, page ids, scores written);
 bw_frac divides by a device-to-device copy measured in the same run (read + write bytes).
 
@@ -77,6 +78,9 @@ def parse_args(argv=None):
     ap.add_argument("--verify-engine", choices=["auto", "triton", "gluon"], default="auto",
                     help="verify_attention's INT8 page programs: the Gluon kernels where they run, as the server's "
                          "--quantspec-verify-kernel auto (default), or always Triton / Gluon")
+    ap.add_argument("--l2-flush", choices=["read", "zero"], default="read",
+                    help="how the L2 is made cold before each timed call (bench/l2_timer.py): read a 256 MB buffer "
+                         "(clean lines, as in a decode step) or zero it (do_bench's flush: dirty lines to write back)")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
     ap.add_argument("--time-budget-s", type=float, default=540,
@@ -147,10 +151,12 @@ def _patch_interpreter_scalar_index():
 
 def make_timer(a):
     if a.device == "cuda":
-        import triton.testing
+        from l2_timer import L2Flush, bench_ms
+
+        flush = L2Flush(a.l2_flush)
 
         def eager(fn):
-            return triton.testing.do_bench(fn, warmup=a.warmup_ms, rep=a.rep_ms, return_mode="median")
+            return bench_ms(fn, flush, a.warmup_ms, a.rep_ms)
 
         if a.eager:
             return eager
@@ -317,10 +323,11 @@ def run_config(a, ctx, B, P, env, timer, gen):
     for nq in a.nq if "verify" in a.kernels and "verify_attention" in impls else []:
         bname, bms = next(iter(base[nq].items()))
         veng = None if a.verify_engine == "triton" else a.verify_engine
-        if veng == "auto":  # as the server resolves --quantspec-verify-kernel auto
-            from sgl_spec.kernels.verify_pages_gluon import gluon_verify_support
+        if veng == "auto":  # as the server resolves --quantspec-verify-kernel auto: Gluon from auto_min_pairs pairs
+            from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs, gluon_verify_support
 
-            veng = None if gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"
+            few = B * HKV < auto_min_pairs(HQ // HKV)
+            veng = None if few or gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"
         vkw = {"engine": veng} if veng else {}
         for with_scores in (True, False):
             calls = []
@@ -425,6 +432,7 @@ def main(argv=None):
     import triton
 
     result = dict(device=env["device"], timing="eager" if a.eager or a.device != "cuda" else "cuda_graph_replay",
+                  timing_flush=a.l2_flush if a.device == "cuda" else None,
                   torch=torch.__version__, triton=triton.__version__, flashinfer=fi_desc,
                   sgl_kernel=fa3_desc, copy_gbps=gbps, impl=a.impl, command=" ".join([sys.executable] + sys.argv),
                   shapes=dict(hq=HQ, hkv=HKV, head_dim=D, dtype=str(DTYPE)),
@@ -433,7 +441,8 @@ def main(argv=None):
                                    "sinks inside k"),
                   missing=sorted({OPS[k] for k in a.kernels} - set(impls)), baselines_dropped=dropped,
                   grid=dict(ctx=a.ctx, batch=a.batch, page=a.page, kernels=a.kernels, nq=a.nq), skipped=[], rows=[])
-    log(f"[device] {env['device']} | copy {gbps:.0f} GB/s | torch {torch.__version__} | triton {triton.__version__}")
+    log(f"[device] {env['device']} | copy {gbps:.0f} GB/s | L2 flush {a.l2_flush} | torch {torch.__version__} | "
+        f"triton {triton.__version__}")
     limit = a.mem_frac * memory_limit(a)
     gen = torch.Generator().manual_seed(0)
     t_start = time.time()

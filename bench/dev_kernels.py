@@ -2,9 +2,10 @@
 """Kernel development bench (GPU): correctness of the Triton kernels against their references on fresh random inputs,
 then timings of launch-parameter variants, in one call (the device machine is leased by the minute).
 
-Timing: triton.testing.do_bench (median; a 256 MB L2 flush before each call) of a CUDA-graph replay of one
-launcher call, so host launch overhead (Python checks, two launches) stays out of the number as it does in SGLang's
-graphs; ``--eager`` times plain calls too. bw = bytes that must move / time / measured copy bandwidth.
+Timing: bench/l2_timer.py (do_bench's procedure, median; a 256 MB buffer read before each call, ``--l2-flush zero``:
+zeroed as do_bench does) of a CUDA-graph replay of one launcher call, so host launch overhead (Python checks, two
+launches) stays out of the number as it does in SGLang's graphs; ``--eager`` times plain calls too. bw = bytes that
+must move / time / measured copy bandwidth.
 
     python bench/dev_kernels.py --out $OUT                       # default grid
     python bench/dev_kernels.py --draft "65536:1:64,131072:8:64" --variants "ns=1x;ns=2x;st=4"
@@ -29,6 +30,17 @@ from kernel_cases import (HKV, HQ, D, DTYPE, SM_SCALE, bytes_draft, bytes_quanti
                           draft_args, quant_pages, verify_q_start)
 
 
+_TIMING = {}  # "flush": the L2Flush of --l2-flush, "gluon_dir": --gluon-dir (set once by main)
+
+
+def _bench(fn):
+    from l2_timer import L2Flush, bench_ms
+
+    if "flush" not in _TIMING:
+        _TIMING["flush"] = L2Flush("read")
+    return bench_ms(fn, _TIMING["flush"], warmup_ms=20, rep_ms=80)
+
+
 def timer(fn, graph=True):
     if graph:
         fn()  # compile outside the capture
@@ -42,8 +54,8 @@ def timer(fn, graph=True):
         with torch.cuda.graph(g):
             fn()
         torch.cuda.synchronize()
-        return triton.testing.do_bench(g.replay, warmup=20, rep=80, return_mode="median")
-    return triton.testing.do_bench(fn, warmup=20, rep=80, return_mode="median")
+        return _bench(g.replay)
+    return _bench(fn)
 
 
 def copy_gbps():
@@ -158,7 +170,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
 
 
 def verify_variant(var):
-    """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), or
+    """'' (new kernel), 'off' (new, scores off), 'v0' (the previous kernel, bench/verify_attention_v0.py), gm=NAME
+    (the Gluon engine with --gluon-dir/NAME.py's launch_pages), or
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
     per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1)."""
@@ -168,7 +181,7 @@ def verify_variant(var):
 
     if var == "v0":
         return v0.verify_attention, True, {}
-    kw, scores, pps = {}, True, None
+    kw, scores, pps, gm = {}, True, None, ""
     for part in filter(None, var.split("/")):
         if part == "off":
             scores = False
@@ -192,6 +205,11 @@ def verify_variant(var):
             kw["block_m"] = int(part[3:])
         elif part.startswith("gl="):  # INT8 page splits in Gluon (kernels/verify_pages_gluon.py)
             kw["engine"] = "gluon" if int(part[3:]) else "triton"
+        elif part.startswith("gm="):  # another verify_pages_gluon module (file NAME.py in --gluon-dir): A/B timing
+            kw["engine"] = "gluon"
+            gm = part[3:]
+    if gm:
+        return _with_gluon_module(gm, va.verify_attention), scores, kw
     if pps is None:
         return va.verify_attention, scores, kw
 
@@ -202,6 +220,27 @@ def verify_variant(var):
         finally:
             vsp.PROGRAMS_PER_SM = saved
     return fn, scores, kw
+
+
+def _with_gluon_module(name, verify):
+    """``verify`` with verify_pages_gluon's launch_pages taken from ``<--gluon-dir>/<name>.py`` during the call (dev
+    A/B of a kernel form against the package's, in one process)."""
+    import importlib.util
+
+    from sgl_spec.kernels import verify_pages_gluon as vg
+
+    spec = importlib.util.spec_from_file_location(f"vg_{name}", Path(_TIMING.get("gluon_dir", ".work/vg")) /
+                                                  f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def fn(*a, **k):
+        saved, vg.launch_pages = vg.launch_pages, mod.launch_pages
+        try:
+            return verify(*a, **k)
+        finally:
+            vg.launch_pages = saved
+    return fn
 
 
 def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
@@ -401,7 +440,12 @@ def main():
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--l2-flush", choices=["read", "zero"], default="read", help="bench/l2_timer.py")
+    ap.add_argument("--gluon-dir", default=".work/vg", help="folder of the gm=NAME verify variants' modules")
     a = ap.parse_args()
+    from l2_timer import L2Flush
+
+    _TIMING.update(flush=L2Flush(a.l2_flush), gluon_dir=a.gluon_dir)
     if a.heads:
         _set_heads(a.heads)
     out = Path(a.out)
@@ -414,8 +458,9 @@ def main():
 
     cfg = lambda s: [tuple(int(x) for x in c.split(":")) for c in filter(None, s.split(","))]  # noqa: E731
     gbps = copy_gbps()
-    log(f"[device] {torch.cuda.get_device_name()} copy {gbps:.0f} GB/s triton {triton.__version__}")
-    res = dict(device=torch.cuda.get_device_name(), copy_gbps=gbps, argv=sys.argv, rows=[])
+    log(f"[device] {torch.cuda.get_device_name()} copy {gbps:.0f} GB/s triton {triton.__version__} "
+        f"L2 flush {a.l2_flush}")
+    res = dict(device=torch.cuda.get_device_name(), copy_gbps=gbps, argv=sys.argv, timing_flush=a.l2_flush, rows=[])
     if not a.skip_check and (a.draft or a.draft_sparse):
         res["draft_check_worst_rel"] = check_draft(log, parse_variants(a.variants))
     if not a.skip_check and a.verify:

@@ -156,7 +156,7 @@ def _draft_gluon(G=4, pf=1, st=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -166,11 +166,12 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0):
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
                  l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", qk_scale="fp32")
-    const = dict(G=G, N=N, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True)
+    slim = vg.slim_form(G) if slim is None else bool(slim)
+    const = dict(G=G, N=N, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
-    report(cc, f"verify_pages_gluon G={G} N={N} scores={sc} lse={lse}")
+    report(cc, f"verify_pages_gluon G={G} N={N} scores={sc} lse={lse} slim={int(slim)}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
@@ -179,9 +180,10 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "verify_gluon":  # python bench/sass_report.py verify_gluon [G=4] [N=32] [sc=1] [lse=0]
+    if what == "verify_gluon":  # python bench/sass_report.py verify_gluon [G=4] [N=32] [sc=1] [lse=0] [slim=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
-        _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)))
+        _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
+                      int(kv["slim"]) if "slim" in kv else None)
     elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)))

@@ -1,5 +1,5 @@
 """Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64, head_dim 128, NQ * G <= 32 rows, sm_90+,
-Triton 3.6; the server's default from AUTO_MIN_PAIRS (request, KV head) pairs a launch: --quantspec-verify-kernel).
+Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch: --quantspec-verify-kernel).
 
 Why (bench/NOTES_kernels.md, sessions 7 and 22): the Triton verify kernel spends ~3600 warp-instructions and ~17
 CTA barriers a (page, KV head), most of them layout round trips through shared memory around its wgmma tiles. The
@@ -27,7 +27,9 @@ scales double-buffered, two barriers a group) measured the same or slower (bench
 
 The page scores (max over a page's tokens of each score row's raw logits, ``RAW``) and the partials (m, l,
 unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page partition, so the
-Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged.
+Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged. Where G >= 4
+(``slim_form``) the RAW page maxima are stored from ``mx`` after the values and the window's row tensors are
+recomputed where used, so fewer values stay live through the loop (scores: +3.4-4.7% over scores off, H100).
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def _verify_pages_kernel(
     m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
+    SLIM: gl.constexpr = False,
 ):
     s = gl.program_id(0)
     h = gl.program_id(1)
@@ -76,12 +79,15 @@ def _verify_pages_kernel(
         j1 = gl.minimum(j0 + Cb, n_req)
         n_scored = q_start // 64
 
-        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order) -------------------
+        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). SLIM: computed
+        # after the loop and in its masking branch instead of kept live through it (the loop runs at the 255-register
+        # cap; slim_form says where each form measured faster)
         n_c = gl.arange(0, N, layout=COLS)
-        g_c = n_c % G
-        i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
-        own_page = (q_start + i_c) // 64
-        hq = h * G + g_c
+        if SLIM:
+            own_page = q_start  # unused: the masking branch computes the rows' own pages
+        else:
+            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+            own_page = (q_start + i_c) // 64
 
         # ---- q^T [128, N] fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in shared memory
         QL: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32, 1], warps_per_cta=[1, 4],
@@ -137,14 +143,16 @@ def _verify_pages_kernel(
             vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
             vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
             m_run, alpha, l_w, z_w = _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb,
-                                              j1, n_scored, own_page, n_front, qk_scale, r_w, G, N, HAS_SCORES,
-                                              SCORE_LSE)
+                                              j1, n_scored, own_page, q_start, NQ, ra, rb, n_front, lo_r, hi_r,
+                                              qk_scale, r_w, G, N, HAS_SCORES, SCORE_LSE, SLIM)
             async_copy.wait_group(0)  # this group's values
             gl.thread_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
                        j1, kR, k_off, sW, s_off)
             acc = _values(acc, alpha, vsm_u, vsm_l, psm)
+            if HAS_SCORES and not SCORE_LSE and SLIM:  # the page maxima, in mx until the next group's barrier
+                _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
             gl.thread_barrier()  # p' and the value buffers free
             _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
                          j1, vR, v_off)
@@ -154,6 +162,9 @@ def _verify_pages_kernel(
         l_r = gl.convert_layout(gl.sum(l_w, 0), COLS)
         z_r = gl.convert_layout(gl.sum(z_w, 0), COLS)
         o = acc * 0.0625 + z_r[None, :]
+        if SLIM:
+            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+        hq = h * G + n_c % G
         prow = ((b * NQ + i_c.to(gl.int64)) * HQ + hq.to(gl.int64)) * S1 + 1 + s
         oR = gl.arange(0, 128, layout=ROWS)
         gl.store(acc_ptr + prow[None, :] * 128 + _value_row_channel(oR)[:, None], o, mask=row_ok[None, :])
@@ -177,17 +188,23 @@ def _window_row(slot, NQ, ra, rb, n_front, lo_r, hi_r):
 
 
 @gluon.jit
-def _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb, j1, n_scored, own_page, n_front,
-             qk_scale, r_w, G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr):
+def _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb, j1, n_scored, own_page, q_start, NQ,
+             ra, rb, n_front, lo_r, hi_r, qk_scale, r_w, G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr,
+             SCORE_LSE: gl.constexpr, SLIM: gl.constexpr):
     """One softmax step for the group's four pages: masks, page scores, the group's max (each warp's page max
     through shared memory ``mx``, one barrier), p' = p s_v into shared memory (page * 64 + token rows), per-warp
-    running row sums. Returns (m, alpha, l, z)."""
+    running row sums. ``own_page``: each column's own page (SLIM: computed here where a page needs masking).
+    Returns (m, alpha, l, z)."""
     r_j = jb + r_w
     if (jb + 3 >= n_scored) | (jb + 3 >= j1):  # a page past the split, or one some rows must not see
-        vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own_page[None, :]))
+        if SLIM:
+            own = (q_start + _window_row(gl.arange(0, N, layout=COLS) // G, NQ, ra, rb, n_front, lo_r, hi_r)[0]) // 64
+        else:
+            own = own_page
+        vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
         sc = gl.where(vis, sc, float("-inf"))
     cm4 = gl.max(gl.max(gl.reshape(sc, [4, 4, 16, N]), 0), 1)  # [4 w, N]: each page's max (intra-warp)
-    if HAS_SCORES and not SCORE_LSE:  # raw max over the page's tokens of each score row
+    if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
         _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
     mx.store(cm4)
     gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
@@ -266,6 +283,33 @@ def _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, val, lim, n_front, G: gl.constexpr
     gl.store(at, val, mask=((jb + w) < lim)[:, None] & (n < n_front * G)[None, :])
 
 
+@gluon.jit
+def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N: gl.constexpr):
+    """RAW scores (each score row's max over a page's tokens) of the group's pages jb + w (< n_scored, < j1) from
+    the page maxima in shared memory ``mx`` [4 w, N], one element a thread, after the values: stored from the
+    softmax's registers before the page-maxima barrier instead, scores cost 7.5% (H100, 128k x 8; NOTES session 23).
+    Nothing loop-invariant is derived here (program ids read again, page bounds compared separately, a constexpr
+    column bound), so no extra value stays live through the loop at the 255-register cap."""
+    K: gl.constexpr = _score_cols(G, N)
+    L: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32 // K, K], warps_per_cta=[4, 1],
+                                       order=[1, 0])
+    val = mx.slice(0, K, dim=1).load(L)
+    w = gl.arange(0, 4, layout=gl.SliceLayout(1, L))
+    n = gl.arange(0, K, layout=gl.SliceLayout(0, L))
+    at = (raw_ptr + _ctaid("z").to(gl.int64) * s_rb + _ctaid("y") * s_rh + (jb + w).to(gl.int64)[:, None] * (2 * G)
+          + n[None, :])
+    # columns G..2G hold a non-score row when the two score rows are one (n_front = 1); the merge does not read them
+    gl.store(at, val, mask=(((jb + w) < n_scored) & ((jb + w) < j1))[:, None] & (n < 2 * G)[None, :])
+
+
+@gluon.jit
+def _ctaid(axis: gl.constexpr):
+    """The program id along ``axis``, read again where it is used: a volatile read is not hoisted out of the page
+    loop, so nothing derived from it stays live (spilled) across the loop."""
+    return gl.inline_asm_elementwise("mov.u32 $0, %ctaid." + axis + ";", "=r", [], dtype=gl.int32, is_pure=False,
+                                     pack=1)
+
+
 @gluon.constexpr_function
 def _score_cols(G, N):
     return min(N, max(8, 1 << (2 * G - 1).bit_length()))
@@ -279,11 +323,26 @@ def _log2(x):
 # ---- launch ------------------------------------------------------------------------------------------------------------
 GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
 PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
-# --quantspec-verify-kernel auto: Gluon from this many (request, KV head) pairs a launch. H100, nq 5-13, scores on
-# (bench/results/s22): Llama-3-8B (8 KV heads) B = 1 64k / 128k / 256k 14% / 4% slower / equal, B = 8 5-9% faster;
-# pycode-30m (2 KV heads, γ = 12) 15k x 32 / 64 and 8k x 64 6-10% faster, 4k x 32 6% slower
-AUTO_MIN_PAIRS = 64
 NUM_WARPS = 4
+
+
+def auto_min_pairs(group: int) -> int:
+    """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
+    heads a KV head. H100, scores on, same runs (bench/results/s23): Llama-3-8B (G = 4, nq 5) Gluon is 5-9% faster
+    than the Triton kernel from B = 8 (64 pairs) and 3-5% slower at B = 1; pycode-30m (G = 2, nq 13) it is 4% slower
+    at 15k x 32 and 8k x 64 (64 / 128 pairs) and 3.5% faster at 15k x 64, and end to end (e2e_pair, γ = 12) auto
+    with Gluon from 64 pairs lost 2-5% at batch 32 and was equal or 2-6% faster at batch 64."""
+    return 64 if group >= 4 else 128
+
+
+def slim_form(group: int) -> bool:
+    """The kernel's SLIM form for G query heads a KV head: fewer values live through the page loop (the loop runs at
+    the 255-register cap, where every extra one is a spill). H100, same runs against the session-22 kernel
+    (bench/results/s23/dev_forms/run3): at G = 4 (Llama-3-8B, nq 5) SLIM is 5.1-5.7% faster with scores at 64k-256k x
+    8 and 128k x 1 (128k x 8: 898 against 947 µs) and 0.6-1.9% faster without; at G = 2 (pycode-30m, nq 13) it
+    measured 3-5% slower (run1, run2: 15k x 32 165 against 157 µs), so G < 4 keeps the session-22 form (within 0.7%
+    of it, run3)."""
+    return group >= 4
 
 
 def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
@@ -325,6 +384,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         page_table, page_table.stride(0), page_table.stride(1), q_start,
         pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
-        G=G, N=_rows_tile(NQ * G), HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse),
+        G=G, N=_rows_tile(NQ * G), HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -132,25 +132,25 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         decode included; 'auto' without speculation too): 'gluon' that cannot run fails at startup with the reason;
         'auto' takes gluon where it runs (kernels/verify_pages_gluon.py gluon_verify_support). A window wider than
         the Gluon tile (γ+1 times G over 32 rows) runs the Triton kernel (``_verify_kw``)."""
-        from sgl_spec.kernels.verify_pages_gluon import AUTO_MIN_PAIRS, GLUON_MAX_ROWS, gluon_verify_support
+        from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS, auto_min_pairs, gluon_verify_support
 
+        group = self._head_group(model_runner, pool)
         # per launch (``_verify_kw``): rows the Gluon tile holds, and (request, KV head) pairs from which it is taken
-        self.verify_max_rows, self.verify_min_pairs = GLUON_MAX_ROWS, AUTO_MIN_PAIRS
+        self.verify_max_rows, self.verify_min_pairs = GLUON_MAX_ROWS, auto_min_pairs(group)
         want = self.cfg.verify_kernel if self.cfg.speculative else "auto"
         if want == "triton":
             return "triton"
-        group = self._head_group(model_runner, pool)
         nq = max(1, self.cfg.num_draft_steps + 1) if self.cfg.speculative else 1
         why = gluon_verify_support(self.device, self.P, pool.head_dim, group, nq) if group else "unknown head group"
         if want == "gluon" and why:
             raise ValueError(f"--quantspec-verify-kernel gluon: {why}; use --quantspec-verify-kernel triton (or auto)")
         engine = "triton" if why else "gluon"
         # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs, where it was faster
-        # (kernels/verify_pages_gluon.py AUTO_MIN_PAIRS); 'gluon' takes Gluon for every batch
+        # (kernels/verify_pages_gluon.py auto_min_pairs); 'gluon' takes Gluon for every batch
         if want == "gluon":
             self.verify_min_pairs = 0
         logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
-            f" (from {AUTO_MIN_PAIRS} request x KV-head pairs a launch)" if want == "auto" else ""))
+            f" (from {self.verify_min_pairs} request x KV-head pairs a launch)" if want == "auto" else ""))
         return engine
 
     def _verify_kw(self, nq: int, group: int, pairs: int) -> dict:

@@ -14,6 +14,7 @@ import torch
 from sgl_spec.backend import QuantSpecAttnBackend
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
+from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs
 from sgl_spec.pool import QuantSpecKVPool
 
 ATOL = 2e-5
@@ -293,8 +294,10 @@ def test_verify_kernel_resolution():
                                          "64 and head_dim 128, not 64 / 16; use --quantspec-verify-kernel triton"):
         QuantSpecAttnBackend(runner, "torch_native", cfg)
     be = sim.backend
-    be.verify_engine = "gluon"  # as resolved on an H100 (auto: from AUTO_MIN_PAIRS pairs a launch)
-    assert be._verify_kw(5, 4, 64) == {"engine": "gluon"} and be._verify_kw(9, 4, 64) == {}
-    assert be._verify_kw(5, 4, 8) == {}
+    be.verify_engine = "gluon"  # as resolved on an H100 (auto: from auto_min_pairs(G) pairs a launch)
+    assert be.verify_min_pairs == auto_min_pairs(Hq // H) == 128  # G = 2 here; Llama-3-8B's G = 4: from 64
+    assert auto_min_pairs(4) == 64 and auto_min_pairs(8) == 64
+    assert be._verify_kw(5, 4, 128) == {"engine": "gluon"} and be._verify_kw(9, 4, 128) == {}
+    assert be._verify_kw(5, 4, 64) == {} and be._verify_kw(5, 4, 8) == {}
     be.verify_min_pairs = 0  # --quantspec-verify-kernel gluon
     assert be._verify_kw(5, 4, 8) == {"engine": "gluon"}

@@ -18,14 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRAMS_PER_SM) must fit
 
 
-@pytest.mark.parametrize("G,N,lse", [(4, 32, 0), (2, 32, 1), (4, 8, 0)])
-def test_compiles_for_sm90(G, N, lse):
+# slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too
+@pytest.mark.parametrize("G,N,lse,slim", [(4, 32, 0, None), (2, 32, 1, None), (4, 8, 0, None), (2, 32, 0, None),
+                                          (2, 32, 0, 1), (4, 32, 1, 0)])
+def test_compiles_for_sm90(G, N, lse, slim):
     pytest.importorskip("triton.experimental.gluon")
-    from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM
+    from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM, slim_form
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
+    extra = [] if slim is None else [f"slim={slim}"]
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"lse={lse}"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+                          f"lse={lse}", *extra], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert f"slim={int(slim_form(G) if slim is None else slim)}" in res.stdout, res.stdout[-2000:]
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
     assert m, res.stdout
@@ -35,6 +39,15 @@ def test_compiles_for_sm90(G, N, lse):
     # a group of 4 pages: scores 4 row tiles x 8 k-steps x N/8, values 4 pages x 2 x 4 x N/8 (one warp's share)
     assert int(h.group(1)) == 64 * N // 8, res.stdout
     assert int(h.group(2)) <= 4, res.stdout  # keys ready, page maxima, values ready, values consumed
+
+
+def test_form_and_auto_rule_follow_the_group():
+    """SLIM (rows recomputed where used, RAW scores stored from shared memory) measured faster at G = 4 and slower at
+    G = 2; auto takes Gluon from 64 pairs at G >= 4 and from 128 below (H100, bench/NOTES_kernels.md session 23)."""
+    from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs, slim_form
+
+    assert [slim_form(g) for g in (1, 2, 4, 8)] == [False, False, True, True]
+    assert [auto_min_pairs(g) for g in (1, 2, 4, 8)] == [128, 128, 64, 64]
 
 
 def test_shapes_and_device_are_checked():
