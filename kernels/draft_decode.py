@@ -41,9 +41,9 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count,
-                                           GLUON_HEAD_DIM, GLUON_MAX_GROUP, GLUON_PAGE_SIZE, gluon_draft_shapes,
-                                           launch_config, num_splits_for)
+from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT,
+                                           NUM_STAGES, _sm_count, GLUON_HEAD_DIM, GLUON_MAX_GROUP, GLUON_PAGE_SIZE,
+                                           gluon_draft_shapes, launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING, _attend_hot
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
@@ -365,11 +365,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     fs = P <= FLAT_SCALES_MAX_P if flat_scales is None else bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
-    mc = triton.next_power_of_2(int(merge_chunk or MERGE_CHUNK))
     ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
     mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
+    # merge step: MERGE_CHUNK partials, or as many as a MERGE_TILE-element step holds with narrower channel blocks
+    mc = triton.next_power_of_2(int(merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
     ns = int(num_splits) if num_splits is not None else num_splits_for(
         B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:

@@ -26,6 +26,10 @@ LAUNCH = {  # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_p
 FLAT_SCALES_MAX_P = 64
 MIN_PAGES_PER_SPLIT = 1
 MERGE_CHUNK = 64
+# elements of one merge step (partials x channels; 64 fp32 a thread at 4 warps): with the Gluon engine's 4 channel
+# blocks a step takes 256 partials, i.e. a B = 1 merge reads all its partials at once (H100, bench/results/s23/
+# merge_chunk: 128k x 1 dense 65.0 -> 63.6 us, 7% sparse 18.0 -> 17.2, B = 8 unchanged); 1 block: MERGE_CHUNK
+MERGE_TILE = 8192
 MAX_SPLITS = 256
 SPLIT_SLACK = 0.02
 MAX_WAVES = 4
