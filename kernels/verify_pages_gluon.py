@@ -29,7 +29,8 @@ The page scores (max over a page's tokens of each score row's raw logits, ``RAW`
 unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page partition, so the
 Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged. Where G >= 4
 (``slim_form``) the RAW page maxima are stored from ``mx`` after the values and the window's row tensors are
-recomputed where used, so fewer values stay live through the loop (scores: +3.4-4.7% over scores off, H100).
+recomputed where used, so fewer values stay live through the loop (scores: +2.5-4.9% over scores off from batch 8,
+H100, bench/results/s23/grid_final).
 """
 from __future__ import annotations
 
@@ -287,7 +288,7 @@ def _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, val, lim, n_front, G: gl.constexpr
 def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N: gl.constexpr):
     """RAW scores (each score row's max over a page's tokens) of the group's pages jb + w (< n_scored, < j1) from
     the page maxima in shared memory ``mx`` [4 w, N], one element a thread, after the values: stored from the
-    softmax's registers before the page-maxima barrier instead, scores cost 7.5% (H100, 128k x 8; NOTES session 23).
+    softmax's registers before the page-maxima barrier instead (session 22), scores cost 7.5% (H100, 128k x 8).
     Nothing loop-invariant is derived here (program ids read again, page bounds compared separately, a constexpr
     column bound), so no extra value stays live through the loop at the 255-register cap."""
     K: gl.constexpr = _score_cols(G, N)
