@@ -41,6 +41,7 @@ import torch
 
 import kernel_baselines as kb
 import quant_criterion as qc
+from l2_timer import FLUSH_MODES
 from kernel_cases import (HKV, HQ, D, DTYPE, RING, SM_SCALE, bf16_pages, bytes_bf16_attention, bytes_draft,
                           bytes_quantize, bytes_select, bytes_verify, draft_args, n_pages, page_bytes, quant_pages,
                           sparse_count, verify_q_start)
@@ -78,7 +79,7 @@ def parse_args(argv=None):
     ap.add_argument("--verify-engine", choices=["auto", "triton", "gluon"], default="auto",
                     help="verify_attention's INT8 page programs: the Gluon kernels where they run, as the server's "
                          "--quantspec-verify-kernel auto (default), or always Triton / Gluon")
-    ap.add_argument("--l2-flush", choices=["read", "zero"], default="read",
+    ap.add_argument("--l2-flush", choices=FLUSH_MODES, default="read",
                     help="how the L2 is made cold before each timed call (bench/l2_timer.py): read a 256 MB buffer "
                          "(clean lines, as in a decode step) or zero it (do_bench's flush: dirty lines to write back)")
     ap.add_argument("--warmup-ms", type=float, default=25)

@@ -16,6 +16,7 @@ must move / time / measured copy bandwidth.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -28,14 +29,13 @@ import triton.testing
 sys.path.insert(0, str(Path(__file__).parent))
 from kernel_cases import (HKV, HQ, D, DTYPE, SM_SCALE, bytes_draft, bytes_quantize, bytes_verify,  # noqa: E402
                           draft_args, quant_pages, verify_q_start)
+from l2_timer import FLUSH_MODES, L2Flush, bench_ms  # noqa: E402
 
 
 _TIMING = {}  # "flush": the L2Flush of --l2-flush, "gluon_dir": --gluon-dir (set once by main)
 
 
 def _bench(fn):
-    from l2_timer import L2Flush, bench_ms
-
     if "flush" not in _TIMING:
         _TIMING["flush"] = L2Flush("read")
     return bench_ms(fn, _TIMING["flush"], warmup_ms=20, rep_ms=80)
@@ -222,17 +222,23 @@ def verify_variant(var):
     return fn, scores, kw
 
 
+@functools.lru_cache(maxsize=None)
+def _gluon_module(path: str):
+    """The module at ``path``, loaded once (verify_variant runs for every cell and variant)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"vg_{Path(path).stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _with_gluon_module(name, verify):
     """``verify`` with verify_pages_gluon's launch_pages taken from ``<--gluon-dir>/<name>.py`` during the call (dev
     A/B of a kernel form against the package's, in one process)."""
-    import importlib.util
-
     from sgl_spec.kernels import verify_pages_gluon as vg
 
-    spec = importlib.util.spec_from_file_location(f"vg_{name}", Path(_TIMING.get("gluon_dir", ".work/vg")) /
-                                                  f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _gluon_module(str(Path(_TIMING.get("gluon_dir", ".work/vg")) / f"{name}.py"))
 
     def fn(*a, **k):
         saved, vg.launch_pages = vg.launch_pages, mod.launch_pages
@@ -440,11 +446,9 @@ def main():
     ap.add_argument("--quantize", default="1,8,32")
     ap.add_argument("--eager", action="store_true")
     ap.add_argument("--skip-check", action="store_true")
-    ap.add_argument("--l2-flush", choices=["read", "zero"], default="read", help="bench/l2_timer.py")
+    ap.add_argument("--l2-flush", choices=FLUSH_MODES, default="read", help="bench/l2_timer.py")
     ap.add_argument("--gluon-dir", default=".work/vg", help="folder of the gm=NAME verify variants' modules")
     a = ap.parse_args()
-    from l2_timer import L2Flush
-
     _TIMING.update(flush=L2Flush(a.l2_flush), gluon_dir=a.gluon_dir)
     if a.heads:
         _set_heads(a.heads)
