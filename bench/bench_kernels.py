@@ -79,6 +79,9 @@ def parse_args(argv=None):
     ap.add_argument("--verify-engine", choices=["auto", "triton", "gluon"], default="auto",
                     help="verify_attention's INT8 page programs: the Gluon kernels where they run, as the server's "
                          "--quantspec-verify-kernel auto (default), or always Triton / Gluon")
+    ap.add_argument("--verify-partition", choices=["server", "invariant"], default="server",
+                    help="verify_attention's page partition: the server's default (batch_invariant=False: splits "
+                         "follow the batch) or --enable-deterministic-inference's batch-invariant one")
     ap.add_argument("--l2-flush", choices=FLUSH_MODES, default="read",
                     help="how the L2 is made cold before each timed call (bench/l2_timer.py): read a 256 MB buffer "
                          "(clean lines, as in a decode step) or zero it (do_bench's flush: dirty lines to write back)")
@@ -330,6 +333,8 @@ def run_config(a, ctx, B, P, env, timer, gen):
             few = B * HKV < auto_min_pairs(HQ // HKV)
             veng = None if few or gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"
         vkw = {"engine": veng} if veng else {}
+        if a.verify_partition == "server" and dev != "cpu":  # the reference has no partition
+            vkw["batch_invariant"] = False
         for with_scores in (True, False):
             calls = []
             for qb in qbs:
@@ -342,7 +347,8 @@ def run_config(a, ctx, B, P, env, timer, gen):
             ms = timer(rotate(calls))
             add(f"verify_nq{nq}" + ("_scores" if with_scores else ""), ms, bytes_verify(P, lens, nq, with_scores),
                 bname, bms, nq=nq, scores=with_scores, speedup_vs_decode=dec_ms / ms,
-                verify_engine=veng or ("reference" if dev == "cpu" and a.impl != "triton" else "triton"))
+                verify_engine=veng or ("reference" if dev == "cpu" and a.impl != "triton" else "triton"),
+                verify_partition=a.verify_partition)
     if "select" in a.kernels and "select_topk_pages" in impls:
         qb, n = qbs[0], (ctx - 1) // P
         kcap = sparse_count(n, a.ratio, a.min_pages, a.sink_pages) or 1

@@ -126,7 +126,7 @@ def _rows(x):
 
 
 @gluon.jit
-def _scores(ksm_u, ksm_l, sss, zss, qsm, zero_s):
+def _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2: gl.constexpr):
     """S^T [256, N] = K q^T in four MMAs over 32-channel chunks c (words w with w mod 4 = c), the words and their
     scale/zero pairs read from shared memory chunk by chunk, so that only a quarter of the key words, of their
     scales, of their conversion and of q^T's fragments is live at a time (at N = 32 the whole tile at once spilled)."""
@@ -136,6 +136,7 @@ def _scores(ksm_u, ksm_l, sss, zss, qsm, zero_s):
                                                                   [4, 0, 0]],
         warp_bases=[[64, 0, 0], [128, 0, 0]], block_bases=[], shape=[256, 4, 1])
     sc = zero_s
+    sc_b = zero_b
     for c in gl.static_range(4):
         s01, s23, t01, t23 = _pairs_c(sss, c)
         z01, z23, y01, y23 = _pairs_c(zss, c)
@@ -143,10 +144,11 @@ def _scores(ksm_u, ksm_l, sss, zss, qsm, zero_s):
         s23, z23 = _prep(s23, z23)
         t01, y01 = _prep(t01, y01)
         t23, y23 = _prep(t23, y23)
-        sc = mma_v2(_keys_chunk(_word_c(ksm_u, c, KWC), _word_c(ksm_l, c, KWC), s01, s23, z01, z23, t01, t23, y01,
-                                y23, OPA),
-                    qsm.slice(32 * c, 32).load(OPB), sc)
-    return sc
+        ka = _keys_chunk(_word_c(ksm_u, c, KWC), _word_c(ksm_l, c, KWC), s01, s23, z01, z23, t01, t23, y01, y23, OPA)
+        sc = mma_v2(ka, qsm.slice(32 * c, 32).load(OPB), sc)
+        if N2 > 0:  # tile B (kernels/verify_pages_gluon.py row_tiles) on the same converted keys
+            sc_b = mma_v2(ka, qsm_b.slice(32 * c, 32).load(OPB), sc_b)
+    return sc, sc_b
 
 
 @gluon.jit

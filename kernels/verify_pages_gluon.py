@@ -67,7 +67,7 @@ def _verify_pages_kernel(
     m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
-    SLIM: gl.constexpr = False,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0,
 ):
     s = gl.program_id(0)
     h = gl.program_id(1)
@@ -80,26 +80,31 @@ def _verify_pages_kernel(
         j1 = gl.minimum(j0 + Cb, n_req)
         n_scored = q_start // 64
 
-        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). SLIM: computed
-        # after the loop and in its masking branch instead of kept live through it (the loop runs at the 255-register
-        # cap; slim_form says where each form measured faster)
+        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1
+        # are tile A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32). SLIM: the row tensors
+        # are computed after the loop and in its masking branch instead of kept live through it (the loop runs at
+        # the 255-register cap; slim_form says where each form measured faster)
         n_c = gl.arange(0, N, layout=COLS)
         if SLIM:
-            own_page = q_start  # unused: the masking branch computes the rows' own pages
+            own_a = q_start  # unused: the masking branch computes the rows' own pages
+            own_b = q_start
         else:
-            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
-            own_page = (q_start + i_c) // 64
+            own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+            own_b = _own_pages(N + gl.arange(0, 8 if N2 == 0 else N2, layout=COLS), q_start, NQ, ra, rb, n_front,
+                               lo_r, hi_r, G)
 
-        # ---- q^T [128, N] fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in shared memory
-        QL: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32, 1], warps_per_cta=[1, 4],
-                                            order=[0, 1])
-        qk_i = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
-        qn = gl.arange(0, N, layout=gl.SliceLayout(0, QL))
-        q_i, q_ok = _window_row(qn // G, NQ, ra, rb, n_front, lo_r, hi_r)
-        q_at = (q_ptr + b * s_qb + q_i.to(gl.int64)[None, :] * s_qn + (h * G + qn % G).to(gl.int64)[None, :] * s_qh
-                + _key_channel(qk_i)[:, None])
-        qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM,
-                                        gl.load(q_at, mask=q_ok[None, :], other=0.0).to(gl.float16))
+        # ---- q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in
+        # shared memory
+        qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, 0, N, NQ, ra,
+                                                                         rb, n_front, lo_r, hi_r, G))
+        if N2 > 0:
+            qsm_b = gl.allocate_shared_memory(gl.float16, [128, N2], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, N,
+                                                                                  N2, NQ, ra, rb, n_front, lo_r,
+                                                                                  hi_r, G))
+            psm_b = gl.allocate_shared_memory(gl.float16, [256, N2], PSM)
+            mx_b = gl.allocate_shared_memory(gl.float32, [4, N2], FLAT)
+        else:  # never read (N2 = 0: one tile)
+            qsm_b = qsm
         ksm_u = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)  # [page * 64 + token, word]
         ksm_l = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)
         sss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)  # key scale pairs [page, pair]
@@ -110,6 +115,8 @@ def _verify_pages_kernel(
         vsm_l = gl.allocate_shared_memory(gl.int16, [256, 32], VSM)
         psm = gl.allocate_shared_memory(gl.float16, [256, N], PSM)  # [page * 64 + token, row]
         mx = gl.allocate_shared_memory(gl.float32, [4, N], FLAT)  # each page's max per row
+        if N2 == 0:
+            psm_b = psm
         gl.thread_barrier()  # q^T written by all warps, read whole by each
 
         # ---- index tensors -------------------------------------------------------------------------------------------
@@ -128,6 +135,14 @@ def _verify_pages_kernel(
         zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
         l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
         z_w = _per_warp(zero_s)
+        if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
+            m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
+            acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
+            zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
+            l_wb = _per_warp(zero_b)
+            z_wb = _per_warp(zero_b)
+        else:
+            zero_b = zero_s
 
         # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
         # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
@@ -140,18 +155,47 @@ def _verify_pages_kernel(
         for jb in range(j0, j1, 4):
             async_copy.wait_group(1)  # this group's keys (its values may be in flight)
             gl.thread_barrier()
-            sc = _scores(ksm_u, ksm_l, sss, zss, qsm, zero_s)
+            sc, sc_b = _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2)
             vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
             vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
-            m_run, alpha, l_w, z_w = _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb,
-                                              j1, n_scored, own_page, q_start, NQ, ra, rb, n_front, lo_r, hi_r,
-                                              qk_scale, r_w, G, N, HAS_SCORES, SCORE_LSE, SLIM)
+            # masks: a page past the split, or one some rows must not see
+            r_j = jb + r_w
+            if (jb + 3 >= n_scored) | (jb + 3 >= j1):
+                sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM)
+                if N2 > 0:
+                    sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
+                                 rb, n_front, lo_r, hi_r, G, SLIM)
+            cm4 = gl.max(gl.max(gl.reshape(sc, [4, 4, 16, N]), 0), 1)  # [4 w, N]: each page's max (intra-warp)
+            if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
+                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
+            mx.store(cm4)
+            if N2 > 0:
+                mx_b.store(gl.max(gl.max(gl.reshape(sc_b, [4, 4, 16, N2]), 0), 1))
+            gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
+            m_new = gl.maximum(m_run, gl.convert_layout(gl.max(mx.load(_mx_layout(N)), 0), COLS))  # the group's max
+            alpha = gl.exp2((m_run - m_new) * qk_scale)
+            p = gl.exp2(sc * qk_scale - (m_new * qk_scale)[None, :])
+            if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
+                ps4 = _per_warp(p)
+                lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
+                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, lse, gl.minimum(n_scored, j1), n_front, G, N)
+            l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
+            m_run = m_new
+            if N2 > 0:
+                m_new_b = gl.maximum(m_run_b, gl.convert_layout(gl.max(mx_b.load(_mx_layout(N2)), 0), COLS))
+                alpha_b = gl.exp2((m_run_b - m_new_b) * qk_scale)
+                l_wb, z_wb = _probs(gl.exp2(sc_b * qk_scale - (m_new_b * qk_scale)[None, :]), alpha_b, vs, vz, psm_b,
+                                    l_wb, z_wb)
+                m_run_b = m_new_b
             async_copy.wait_group(0)  # this group's values
             gl.thread_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
                        j1, kR, k_off, sW, s_off)
-            acc = _values(acc, alpha, vsm_u, vsm_l, psm)
+            if N2 > 0:
+                acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2)
+            else:
+                acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2)
             if HAS_SCORES and not SCORE_LSE and SLIM:  # the page maxima, in mx until the next group's barrier
                 _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
             gl.thread_barrier()  # p' and the value buffers free
@@ -159,21 +203,76 @@ def _verify_pages_kernel(
                          j1, vR, v_off)
         async_copy.wait_group(0)
 
-        # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order -------------------------------
-        l_r = gl.convert_layout(gl.sum(l_w, 0), COLS)
-        z_r = gl.convert_layout(gl.sum(z_w, 0), COLS)
-        o = acc * 0.0625 + z_r[None, :]
-        if SLIM:
-            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
-        hq = h * G + n_c % G
-        prow = ((b * NQ + i_c.to(gl.int64)) * HQ + hq.to(gl.int64)) * S1 + 1 + s
-        oR = gl.arange(0, 128, layout=ROWS)
-        gl.store(acc_ptr + prow[None, :] * 128 + _value_row_channel(oR)[:, None], o, mask=row_ok[None, :])
-        gl.store(m_ptr + prow, m_run * qk_scale, mask=row_ok)
-        gl.store(l_ptr + prow, l_r, mask=row_ok)
+        # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
+        _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
+                       lo_r, hi_r, G)
+        if N2 > 0:
+            _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra,
+                           rb, n_front, lo_r, hi_r, G)
     if PDL:  # the ring launch before this one let it start early: finish only after it, for the merge's sake
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
+
+
+@gluon.jit
+def _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, n0, NT: gl.constexpr, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr):
+    """q^T [128, NT] of columns n0 .. n0 + NT - 1 (fp16, channels in the keys' order; rows past the window: 0)."""
+    QL: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32, 1], warps_per_cta=[1, 4],
+                                        order=[0, 1])
+    qk_i = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
+    qn = n0 + gl.arange(0, NT, layout=gl.SliceLayout(0, QL))
+    q_i, q_ok = _window_row(qn // G, NQ, ra, rb, n_front, lo_r, hi_r)
+    q_at = (q_ptr + b * s_qb + q_i.to(gl.int64)[None, :] * s_qn + (h * G + qn % G).to(gl.int64)[None, :] * s_qh
+            + _key_channel(qk_i)[:, None])
+    return gl.load(q_at, mask=q_ok[None, :], other=0.0).to(gl.float16)
+
+
+@gluon.jit
+def _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr):
+    """Each column's own page (the page of its window row) for the columns n_c [NT] (COLS)."""
+    i_c, _ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+    return (q_start + i_c) // 64
+
+
+@gluon.jit
+def _mask(sc, r_j, j1, n_scored, own, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr,
+          SLIM: gl.constexpr):
+    """Scores of pages past the split or past a column's own page (causal among the window's pages) -> -inf.
+    SLIM: the columns' own pages computed here (rare: only a split's last group) instead of kept live."""
+    if SLIM:
+        own = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+    vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
+    return gl.where(vis, sc, float("-inf"))
+
+
+@gluon.jit
+def _probs(p, alpha, vs, vz, psm, l_w, z_w):
+    """p' = p s_v (fp16) into shared memory (page * 64 + token rows) and the per-warp running row sums l and
+    Σ p (z_v + 7.53125 s_v), rescaled by alpha."""
+    NT: gl.constexpr = p.shape[1]
+    a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
+    vsf = vs.to(gl.float32)
+    l_w = l_w * a4 + _per_warp(p)
+    z_w = z_w * a4 + _per_warp(p * (vz.to(gl.float32) + 7.53125 * vsf)[:, None])
+    p16 = (p * vsf[:, None]).to(gl.float16)
+    psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, NT]), [1, 0, 2, 3]), [256, NT]))
+    return l_w, z_w
+
+
+@gluon.jit
+def _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb,
+                   n_front, lo_r, hi_r, G: gl.constexpr):
+    """One tile's partial (m, l, unnormalized acc) of the columns n_c at partial index 1 + split."""
+    l_r = gl.convert_layout(gl.sum(l_w, 0), COLS)
+    z_r = gl.convert_layout(gl.sum(z_w, 0), COLS)
+    o = acc * 0.0625 + z_r[None, :]
+    i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+    hq = h * G + n_c % G
+    prow = ((b * NQ + i_c.to(gl.int64)) * HQ + hq.to(gl.int64)) * S1 + 1 + s
+    oR = gl.arange(0, 128, layout=ROWS)
+    gl.store(acc_ptr + prow[None, :] * 128 + _value_row_channel(oR)[:, None], o, mask=row_ok[None, :])
+    gl.store(m_ptr + prow, m_run * qk_scale, mask=row_ok)
+    gl.store(l_ptr + prow, l_r, mask=row_ok)
 
 
 @gluon.jit
@@ -189,51 +288,18 @@ def _window_row(slot, NQ, ra, rb, n_front, lo_r, hi_r):
 
 
 @gluon.jit
-def _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb, j1, n_scored, own_page, q_start, NQ,
-             ra, rb, n_front, lo_r, hi_r, qk_scale, r_w, G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr,
-             SCORE_LSE: gl.constexpr, SLIM: gl.constexpr):
-    """One softmax step for the group's four pages: masks, page scores, the group's max (each warp's page max
-    through shared memory ``mx``, one barrier), p' = p s_v into shared memory (page * 64 + token rows), per-warp
-    running row sums. ``own_page``: each column's own page (SLIM: computed here where a page needs masking).
-    Returns (m, alpha, l, z)."""
-    r_j = jb + r_w
-    if (jb + 3 >= n_scored) | (jb + 3 >= j1):  # a page past the split, or one some rows must not see
-        if SLIM:
-            own = (q_start + _window_row(gl.arange(0, N, layout=COLS) // G, NQ, ra, rb, n_front, lo_r, hi_r)[0]) // 64
-        else:
-            own = own_page
-        vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
-        sc = gl.where(vis, sc, float("-inf"))
-    cm4 = gl.max(gl.max(gl.reshape(sc, [4, 4, 16, N]), 0), 1)  # [4 w, N]: each page's max (intra-warp)
-    if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
-        _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
-    mx.store(cm4)
-    gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
-    gmax = gl.convert_layout(gl.max(mx.load(_mx_layout(N)), 0), COLS)
-    m_new = gl.maximum(m_run, gmax)  # the group's max
-    alpha = gl.exp2((m_run - m_new) * qk_scale)
-    p = gl.exp2(sc * qk_scale - (m_new * qk_scale)[None, :])
-    if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
-        ps4 = _per_warp(p)
-        lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
-        _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, lse, gl.minimum(n_scored, j1), n_front, G, N)
-    a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
-    vsf = vs.to(gl.float32)
-    l_w = l_w * a4 + _per_warp(p)
-    z_w = z_w * a4 + _per_warp(p * (vz.to(gl.float32) + 7.53125 * vsf)[:, None])
-    p16 = (p * vsf[:, None]).to(gl.float16)
-    psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, N]), [1, 0, 2, 3]), [256, N]))
-    return m_new, alpha, l_w, z_w
-
-
-@gluon.jit
-def _values(acc, alpha, vub, vlb, psm):
-    """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages; warp w owns 32 channels."""
+def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr):
+    """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages (and tile B's [128, N2]); warp w owns 32
+    channels; each page's V^T fragment is converted once for both tiles."""
     acc = acc * alpha[None, :]
+    if N2 > 0:
+        acc_b = acc_b * alpha_b[None, :]
     for u in gl.static_range(4):
         va = _values_a(vub.slice(64 * u, 64).load(VH), vlb.slice(64 * u, 64).load(VH), OPA)
         acc = mma_v2(va, psm.slice(64 * u, 64).load(OPB), acc)
-    return acc
+        if N2 > 0:
+            acc_b = mma_v2(va, psm_b.slice(64 * u, 64).load(OPB), acc_b)
+    return acc, acc_b
 
 
 @gluon.jit
@@ -368,6 +434,20 @@ def _rows_tile(rows: int) -> int:
     return max(8, 1 << (rows - 1).bit_length())
 
 
+SPLIT_ROWS = True  # 17..24 rows as tiles of 16 + 8 columns (row_tiles); False: one tile of 32
+
+
+def row_tiles(rows: int, group: int) -> tuple[int, int]:
+    """(N, N2): the MMA columns of tile A and tile B for ``rows`` = γ+1 times G. Rows are padded to whole n8 MMA
+    tiles, but a Gluon tensor's shape is a power of two: 17..24 rows (Llama-3-8B's γ+1 = 5 or 6 at G = 4) go as
+    16 + 8 columns instead of 32, a quarter less of the score and P·V MMAs, the softmax and p' (the key and value
+    conversions are shared by both tiles). The score rows (columns < 2G) must sit in tile A."""
+    n = _rows_tile(rows)
+    if SPLIT_ROWS and 16 < rows <= 24 and 2 * group <= 16:
+        return 16, 8
+    return n, 0
+
+
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
                  has_scores, score_lse):
     """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B)."""
@@ -377,6 +457,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     Hkv = store.k_upper.shape[1]
     G = Hq // Hkv
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
+    n1, n2 = row_tiles(NQ * G, G)
     _verify_pages_kernel[(NS, Hkv, B)](
         q, q.stride(0), q.stride(1), q.stride(2),
         words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
@@ -385,6 +466,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         page_table, page_table.stride(0), page_table.stride(1), q_start,
         pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
-        G=G, N=_rows_tile(NQ * G), HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
+        G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -57,22 +57,27 @@ def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, p
     return max(1, triton.cdiv(max_pages, best), MIN_TOKENS_PER_SPLIT // page_size)
 
 
-def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None) -> int:
+def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None,
+                     ring_in_grid: bool = True) -> int:
     """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
     B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
     the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
     SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
     γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
-    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us."""
+    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us.
+    ``ring_in_grid=False`` (the Gluon engine, whose ring programs are a launch of their own): only the B * Hkv * n
+    page programs fill the waves (H100, Llama-3-8B 128k x 8: 7 splits, 1.7 waves, 840 us; 4 or 8 splits 808-812,
+    bench/NOTES_kernels.md session 24)."""
     pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)
-    best, best_cost = 1, float(triton.cdiv(2 * bh, slots))
+    ring = 1 if ring_in_grid else 0
+    best, best_cost = 1, float(triton.cdiv((1 + ring) * bh, slots))
     for waves in range(1, MAX_WAVES + 1):
-        n = min(waves * slots // bh - 1, max_splits)
+        n = min(waves * slots // bh - ring, max_splits)
         if n < 1:
             continue
-        cost = triton.cdiv(bh * (n + 1), slots) / n
+        cost = triton.cdiv(bh * (n + ring), slots) / n
         if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
             best, best_cost = n, cost
     return max(1, min(best, max_splits))

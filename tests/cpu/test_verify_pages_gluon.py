@@ -18,17 +18,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRAMS_PER_SM) must fit
 
 
-# slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too
-@pytest.mark.parametrize("G,N,lse,slim", [(4, 32, 0, None), (2, 32, 1, None), (4, 8, 0, None), (2, 32, 0, None),
-                                          (4, 32, 1, None), (2, 32, 0, 1), (4, 32, 1, 0)])
-def test_compiles_for_sm90(G, N, lse, slim):
+# slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too. N2 = 8: the 16 + 8 column
+# split of 17..24 rows (row_tiles), in both forms and with lse scores
+@pytest.mark.parametrize("G,N,lse,slim,N2", [(4, 32, 0, None, 0), (2, 32, 1, None, 0), (4, 8, 0, None, 0),
+                                             (2, 32, 0, None, 0), (4, 32, 1, None, 0), (2, 32, 0, 1, 0),
+                                             (4, 32, 1, 0, 0), (4, 16, 0, None, 8), (2, 16, 0, None, 8),
+                                             (4, 16, 1, None, 8), (8, 16, 0, None, 8)])
+def test_compiles_for_sm90(G, N, lse, slim, N2):
     pytest.importorskip("triton.experimental.gluon")
     from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM, slim_form
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
     extra = [] if slim is None else [f"slim={slim}"]
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"lse={lse}", *extra], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+                          f"N2={N2}", f"lse={lse}", *extra], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=900)
     assert f"slim={int(slim_form(G) if slim is None else slim)}" in res.stdout, res.stdout[-2000:]
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
@@ -36,8 +40,9 @@ def test_compiles_for_sm90(G, N, lse, slim):
     regs, _, _, smem = (int(x) for x in m.groups())
     assert regs <= 255 and PROGRAMS_PER_SM * (smem + 1024) <= SMEM_PER_SM, res.stdout
     h = re.search(r"loop_hmma=(\d+) loop_bar_sync=(\d+)", res.stdout)
-    # a group of 4 pages: scores 4 row tiles x 8 k-steps x N/8, values 4 pages x 2 x 4 x N/8 (one warp's share)
-    assert int(h.group(1)) == 64 * N // 8, res.stdout
+    # a group of 4 pages: scores 4 row tiles x 8 k-steps x N/8, values 4 pages x 2 x 4 x N/8 (one warp's share);
+    # tile B adds its N2 columns on the same converted keys and values
+    assert int(h.group(1)) == 64 * (N + N2) // 8, res.stdout
     assert int(h.group(2)) <= 4, res.stdout  # keys ready, page maxima, values ready, values consumed
 
 
@@ -48,6 +53,19 @@ def test_form_and_auto_rule_follow_the_group():
 
     assert [slim_form(g) for g in (1, 2, 4, 8)] == [False, False, True, True]
     assert [auto_min_pairs(g) for g in (1, 2, 4, 8)] == [128, 128, 64, 64]
+
+
+def test_row_tiles():
+    """17..24 rows go as 16 + 8 MMA columns (a quarter less MMA and softmax work than 32; H100: 128k x 8 with scores
+    898 -> 833 µs, bench/NOTES_kernels.md session 24) while the score rows (columns < 2G) fit tile A; every other
+    window is one power-of-two tile."""
+    from sgl_spec.kernels.verify_pages_gluon import row_tiles
+
+    assert row_tiles(20, 4) == (16, 8) and row_tiles(24, 4) == (16, 8) and row_tiles(18, 2) == (16, 8)
+    assert row_tiles(24, 8) == (16, 8)
+    assert row_tiles(16, 4) == (16, 0) and row_tiles(25, 4) == (32, 0) and row_tiles(32, 4) == (32, 0)
+    assert row_tiles(4, 4) == (8, 0) and row_tiles(1, 1) == (8, 0)
+    assert row_tiles(24, 12) == (32, 0)  # score rows would span 24 columns: one tile
 
 
 def test_shapes_and_device_are_checked():

@@ -246,6 +246,13 @@ def test_splits_for_batch_rule(monkeypatch):
     assert vsp.splits_for_batch(1 * 8, 1000, "cpu") == 32  # Llama-3-8B, B = 1: one wave
     assert vsp.splits_for_batch(1 * 2, 65, "cpu") == 65  # B = 1, a short page table: capped by MAXP / C
     assert vsp.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
+    # the Gluon engine's ring programs are a launch of their own: only the B * Hkv * NS page programs fill the waves
+    # (H100, session 24: Llama-3-8B 128k x 8 7 -> 4 splits 839 -> 813 us; pycode-30m 15k x 64 7 -> 2 278 -> 240)
+    gl = dict(ring_in_grid=False)
+    assert vsp.splits_for_batch(8 * 8, 1000, "cpu", **gl) == 4  # Llama-3-8B, B = 8: one wave of 256 programs
+    assert vsp.splits_for_batch(64 * 2, 1000, "cpu", **gl) == 2  # pycode-30m, B = 64
+    assert vsp.splits_for_batch(1 * 8, 1000, "cpu", **gl) == 33  # B = 1: 264 programs, one wave
+    assert vsp.splits_for_batch(32 * 8, 1000, "cpu", **gl) == 1
 
 
 def _variant_case(monkeypatch, pp, qa, case_i):
