@@ -37,7 +37,7 @@ CELL = ("device", "model", "ctx", "batch", "shared_prefix")  # rows of one cell 
 # spec-auto mixes rounds and plain steps: no step kind, never fitted
 KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "int8-eager": "ar_int8_eager", "spec-dense": "round",
         "spec-topk": "round", "spec-sync": "round", "spec-unfused": "round", "spec-triton": "round",
-        "spec-dense-triton": "round", "spec-verify-triton": "round", "spec-auto": None}
+        "spec-dense-triton": "round", "spec-verify-triton": "round", "spec-verify-gluon": "round", "spec-auto": None}
 
 
 def row_key(r: dict, keys=KEY) -> tuple:

@@ -73,6 +73,9 @@ MODES = {
     "spec-verify-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
                                     "--quantspec-verify-kernel", "triton"], "spec": True, "quant": True,
                            "desc": "spec-topk with the Triton verify kernel"},
+    "spec-verify-gluon": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
+                                   "--quantspec-verify-kernel", "gluon"], "spec": True, "quant": True,
+                          "desc": "spec-topk with the Gluon verify kernel at every batch"},
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }

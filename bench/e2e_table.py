@@ -27,7 +27,7 @@ import json
 from pathlib import Path
 
 QUANT_MODES = ("int8", "spec-topk", "spec-sync", "spec-unfused", "spec-triton", "spec-dense", "spec-dense-triton",
-               "spec-verify-triton", "spec-auto")
+               "spec-verify-triton", "spec-verify-gluon", "spec-auto")
 BIG = 256 * 1024  # batch x context from which the 3x target applies
 TARGET_BIG, TARGET_ALL = 3.0, 1.0
 LOG, CLIENT = "log_tok_per_s", "tok_per_s"

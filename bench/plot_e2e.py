@@ -23,7 +23,7 @@ from pathlib import Path
 import e2e_results
 
 MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-dense-triton", "spec-topk", "spec-sync", "spec-unfused",
-              "spec-triton", "spec-verify-triton", "spec-auto")
+              "spec-triton", "spec-verify-triton", "spec-verify-gluon", "spec-auto")
 S = "log_speedup"
 
 

@@ -1,0 +1,395 @@
+"""Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64, head_dim 128, NQ * G <= 32 rows, sm_90+,
+Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch: --quantspec-verify-kernel).
+
+Why (bench/NOTES_kernels.md, sessions 7 and 22): the Triton verify kernel spends ~3600 warp-instructions and ~17
+CTA barriers a (page, KV head), most of them layout round trips through shared memory around its wgmma tiles. The
+one-warp draft design (kernels/draft_pages_gluon.py) does not carry over as is: with γ+1 rows of G heads (up to 32
+MMA columns) an INT8 page (16 KB) and an O^T accumulator for 128 channels do not fit one warp's registers. So a
+program is **four warps and one split of one (request, KV head)**, and pages go in groups of four
+(kernels/int8_frags_gluon.py holds the operand conversions):
+
+* **scores, one page a warp.** Warp w converts the keys of page w of the group (both planes, byte-wise INT8 asm with
+  the page's s/16 and z' = z + 7.53125 s) straight into the ``mma.sync.m16n8k16`` A fragment, 32 channels at a time
+  (the channel order of the MMA's reduction is free: q^T, an fp16 B operand in shared memory, is stored in the same
+  order, ``_key_channel``), and computes ``S^T [64 tokens, N] = K q^T`` (N = NQ * G padded to a power of two);
+* **one softmax step a group.** The group's maximum per row (raw q·k; the four page maxima through shared memory,
+  one barrier) rescales the running sums once per four pages; each warp writes its page's ``p' = p s_v`` (fp16, the
+  value scale folded in, as the Triton kernel does) to shared memory and keeps its own running row sums ``l`` and
+  value-zero terms ``Σ p (z_v + 7.53125 s_v)``;
+* **values, one channel slab a warp.** Warp w reads, for each page of the group, the 16-bit halves of the value
+  words holding its 32 channels (two tokens' halves make the V^T A fragment's token pairs, exact centred codes
+  c - 128) and accumulates ``O^T [32 channels, N] += V^T p'^T``: N fp32 registers a lane instead of 4 N.
+
+Pages move by ``cp.async`` into single shared-memory buffers (keys + scales 36 KB, values 32 KB, ~92 KB a program,
+two programs an SM), a phase ahead: a group's keys while the previous group's values are read, its values while its
+scores are computed (four barriers a group). Keeping the keys in registers instead (loaded a phase ahead, values and
+scales double-buffered, two barriers a group) measured the same or slower (bench/results/s22/dev_variants).
+
+The page scores (max over a page's tokens of each score row's raw logits, ``RAW``) and the partials (m, l,
+unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page partition, so the
+Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged. Where G >= 4
+(``slim_form``) the RAW page maxima are stored from ``mx`` after the values and the window's row tensors are
+recomputed where used, so fewer values stay live through the loop (scores: +2.5-4.9% over scores off from batch 8,
+H100, bench/results/s23/grid_final).
+"""
+from __future__ import annotations
+
+import os as _os
+import sys as _sys
+
+_sys.path.insert(0, _os.path.dirname(__file__))
+
+import torch
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
+
+from sgl_spec.kernels.draft_pages_gluon import _key_channel
+from int8_frags_base import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _mx_layout, _per_warp, _rows,
+                                               _scores, _value_row_channel, _values_a)
+
+# ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
+CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+CPS = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[2, 16], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+CPT = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+VSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=2, max_phase=4, order=[1, 0]))
+FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+QSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1]))
+PSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1]))
+
+
+@gluon.jit
+def _verify_pages_kernel(
+    q_ptr, s_qb, s_qn, s_qh,
+    ku_ptr, kl_ptr, vu_ptr, vl_ptr, s_wp, s_wh,
+    ks_ptr, kz_ptr, s_sp, s_sh,
+    vs_ptr, vz_ptr, s_vp, s_vh,
+    pt_ptr, s_pb, s_pj, qs_ptr,
+    m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh,
+    qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
+    G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
+    SLIM: gl.constexpr = False,
+):
+    s = gl.program_id(0)
+    h = gl.program_id(1)
+    b = gl.program_id(2).to(gl.int64)
+    q_start = gl.load(qs_ptr + b)
+    n_req = (q_start + NQ - 1) // 64  # INT8 pages the window needs
+    Cb = gl.maximum(C, (q_start // 64 + NS) // NS)  # verify_splits._split_pages
+    j0 = s * Cb
+    if j0 < n_req:
+        j1 = gl.minimum(j0 + Cb, n_req)
+        n_scored = q_start // 64
+
+        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). SLIM: computed
+        # after the loop and in its masking branch instead of kept live through it (the loop runs at the 255-register
+        # cap; slim_form says where each form measured faster)
+        n_c = gl.arange(0, N, layout=COLS)
+        if SLIM:
+            own_page = q_start  # unused: the masking branch computes the rows' own pages
+        else:
+            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+            own_page = (q_start + i_c) // 64
+
+        # ---- q^T [128, N] fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in shared memory
+        QL: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32, 1], warps_per_cta=[1, 4],
+                                            order=[0, 1])
+        qk_i = gl.arange(0, 128, layout=gl.SliceLayout(1, QL))
+        qn = gl.arange(0, N, layout=gl.SliceLayout(0, QL))
+        q_i, q_ok = _window_row(qn // G, NQ, ra, rb, n_front, lo_r, hi_r)
+        q_at = (q_ptr + b * s_qb + q_i.to(gl.int64)[None, :] * s_qn + (h * G + qn % G).to(gl.int64)[None, :] * s_qh
+                + _key_channel(qk_i)[:, None])
+        qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM,
+                                        gl.load(q_at, mask=q_ok[None, :], other=0.0).to(gl.float16))
+        ksm_u = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)  # [page * 64 + token, word]
+        ksm_l = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)
+        sss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)  # key scale pairs [page, pair]
+        zss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)
+        vss = gl.allocate_shared_memory(gl.float16, [4, 64], FLAT)  # value scales [page, token]
+        vzs = gl.allocate_shared_memory(gl.float16, [4, 64], FLAT)
+        vsm_u = gl.allocate_shared_memory(gl.int16, [256, 32], VSM)  # [page * 64 + token, half-word]
+        vsm_l = gl.allocate_shared_memory(gl.int16, [256, 32], VSM)
+        psm = gl.allocate_shared_memory(gl.float16, [256, N], PSM)  # [page * 64 + token, row]
+        mx = gl.allocate_shared_memory(gl.float32, [4, N], FLAT)  # each page's max per row
+        gl.thread_barrier()  # q^T written by all warps, read whole by each
+
+        # ---- index tensors -------------------------------------------------------------------------------------------
+        pt_row = pt_ptr + b * s_pb
+        kR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPK))
+        k_off = (kR % 64)[:, None] * 16 + gl.arange(0, 16, layout=gl.SliceLayout(0, CPK))[None, :]
+        vR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPT))
+        v_off = (vR % 64)[:, None] * 32 + gl.arange(0, 32, layout=gl.SliceLayout(0, CPT))[None, :]
+        sW = gl.arange(0, 4, layout=gl.SliceLayout(1, CPS))
+        s_off = gl.arange(0, 64, layout=gl.SliceLayout(0, CPS))
+        rR = gl.arange(0, 256, layout=ROWS)
+        r_w = (rR >> 4) & 3
+
+        m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
+        acc = gl.zeros([128, N], gl.float32, layout=MMA)
+        zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
+        l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
+        z_w = _per_warp(zero_s)
+
+        # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
+        # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
+        # at the page-maxima barrier instead was 5% slower (H100, 128k x 8)
+        _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr,
+                   kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, j0, j1, kR, k_off,
+                   sW, s_off)
+        _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, j0, j1, vR,
+                     v_off)
+        for jb in range(j0, j1, 4):
+            async_copy.wait_group(1)  # this group's keys (its values may be in flight)
+            gl.thread_barrier()
+            sc = _scores(ksm_u, ksm_l, sss, zss, qsm, zero_s)
+            vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
+            vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
+            m_run, alpha, l_w, z_w = _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb,
+                                              j1, n_scored, own_page, q_start, NQ, ra, rb, n_front, lo_r, hi_r,
+                                              qk_scale, r_w, G, N, HAS_SCORES, SCORE_LSE, SLIM)
+            async_copy.wait_group(0)  # this group's values
+            gl.thread_barrier()  # p' and the values visible; the key buffers free
+            _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
+                       ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
+                       j1, kR, k_off, sW, s_off)
+            acc = _values(acc, alpha, vsm_u, vsm_l, psm)
+            if HAS_SCORES and not SCORE_LSE and SLIM:  # the page maxima, in mx until the next group's barrier
+                _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
+            gl.thread_barrier()  # p' and the value buffers free
+            _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
+                         j1, vR, v_off)
+        async_copy.wait_group(0)
+
+        # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order -------------------------------
+        l_r = gl.convert_layout(gl.sum(l_w, 0), COLS)
+        z_r = gl.convert_layout(gl.sum(z_w, 0), COLS)
+        o = acc * 0.0625 + z_r[None, :]
+        if SLIM:
+            i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
+        hq = h * G + n_c % G
+        prow = ((b * NQ + i_c.to(gl.int64)) * HQ + hq.to(gl.int64)) * S1 + 1 + s
+        oR = gl.arange(0, 128, layout=ROWS)
+        gl.store(acc_ptr + prow[None, :] * 128 + _value_row_channel(oR)[:, None], o, mask=row_ok[None, :])
+        gl.store(m_ptr + prow, m_run * qk_scale, mask=row_ok)
+        gl.store(l_ptr + prow, l_r, mask=row_ok)
+    if PDL:  # the ring launch before this one let it start early: finish only after it, for the merge's sake
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _window_row(slot, NQ, ra, rb, n_front, lo_r, hi_r):
+    """(window row, valid) of each slot: slots 0 and 1 hold the score rows ra, rb (one slot when they are the same
+    row), the others the remaining rows in order (the Triton kernel's row order, so the merge and RAW agree)."""
+    ok = slot < NQ
+    k = slot - n_front
+    k = k + (k >= lo_r).to(gl.int32)
+    k = k + ((k >= hi_r) & (hi_r != lo_r)).to(gl.int32)
+    i = gl.where(slot == 0, ra, gl.where((slot == 1) & (n_front == 2), rb, k))
+    return gl.where(ok, i, 0), ok
+
+
+@gluon.jit
+def _softmax(sc, vs, vz, psm, mx, m_run, l_w, z_w, raw_ptr, s_rb, s_rh, b, h, jb, j1, n_scored, own_page, q_start, NQ,
+             ra, rb, n_front, lo_r, hi_r, qk_scale, r_w, G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr,
+             SCORE_LSE: gl.constexpr, SLIM: gl.constexpr):
+    """One softmax step for the group's four pages: masks, page scores, the group's max (each warp's page max
+    through shared memory ``mx``, one barrier), p' = p s_v into shared memory (page * 64 + token rows), per-warp
+    running row sums. ``own_page``: each column's own page (SLIM: computed here where a page needs masking).
+    Returns (m, alpha, l, z)."""
+    r_j = jb + r_w
+    if (jb + 3 >= n_scored) | (jb + 3 >= j1):  # a page past the split, or one some rows must not see
+        if SLIM:
+            own = (q_start + _window_row(gl.arange(0, N, layout=COLS) // G, NQ, ra, rb, n_front, lo_r, hi_r)[0]) // 64
+        else:
+            own = own_page
+        vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
+        sc = gl.where(vis, sc, float("-inf"))
+    cm4 = gl.max(gl.max(gl.reshape(sc, [4, 4, 16, N]), 0), 1)  # [4 w, N]: each page's max (intra-warp)
+    if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
+        _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
+    mx.store(cm4)
+    gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
+    gmax = gl.convert_layout(gl.max(mx.load(_mx_layout(N)), 0), COLS)
+    m_new = gl.maximum(m_run, gmax)  # the group's max
+    alpha = gl.exp2((m_run - m_new) * qk_scale)
+    p = gl.exp2(sc * qk_scale - (m_new * qk_scale)[None, :])
+    if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
+        ps4 = _per_warp(p)
+        lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
+        _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, lse, gl.minimum(n_scored, j1), n_front, G, N)
+    a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
+    vsf = vs.to(gl.float32)
+    l_w = l_w * a4 + _per_warp(p)
+    z_w = z_w * a4 + _per_warp(p * (vz.to(gl.float32) + 7.53125 * vsf)[:, None])
+    p16 = (p * vsf[:, None]).to(gl.float16)
+    psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, N]), [1, 0, 2, 3]), [256, N]))
+    return m_new, alpha, l_w, z_w
+
+
+@gluon.jit
+def _values(acc, alpha, vub, vlb, psm):
+    """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages; warp w owns 32 channels."""
+    acc = acc * alpha[None, :]
+    for u in gl.static_range(4):
+        va = _values_a(vub.slice(64 * u, 64).load(VH), vlb.slice(64 * u, 64).load(VH), OPA)
+        acc = mma_v2(va, psm.slice(64 * u, 64).load(OPB), acc)
+    return acc
+
+
+@gluon.jit
+def _copy_values(dst_u, dst_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb, j1, vR, v_off):
+    """cp.async of the value planes of pages jb .. jb + 3 (< j1; the others not copied) into [256, 32] half-words."""
+    ok = (jb + vR // 64) < j1
+    pg = gl.load(pt_row + (jb + vR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
+    at = (pg * s_wp + h * s_wh)[:, None] * 2 + v_off
+    async_copy.async_copy_global_to_shared(dst_u, vu_ptr + at, mask=ok[:, None])
+    async_copy.async_copy_global_to_shared(dst_l, vl_ptr + at, mask=ok[:, None])
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp,
+               s_wh, s_sp, s_sh, s_vp, s_vh, h, jb, j1, kR, k_off, sW, s_off):
+    """cp.async of pages jb .. jb + 3's key planes [256, 16] words, key scale/zero pairs [4, 64] and value
+    scales/zeros [4, 64] (pages at or past j1 not copied)."""
+    ok = (jb + kR // 64) < j1
+    pg = gl.load(pt_row + (jb + kR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
+    at = (pg * s_wp + h * s_wh)[:, None] + k_off
+    async_copy.async_copy_global_to_shared(ksm_u, ku_ptr + at, mask=ok[:, None])
+    async_copy.async_copy_global_to_shared(ksm_l, kl_ptr + at, mask=ok[:, None])
+    sok = (jb + sW) < j1
+    spg = gl.load(pt_row + (jb + sW).to(gl.int64) * s_pj, mask=sok, other=0).to(gl.int64)
+    sat = (spg * s_sp + h * s_sh)[:, None] + s_off[None, :]
+    async_copy.async_copy_global_to_shared(sss, ks_ptr + sat, mask=sok[:, None])
+    async_copy.async_copy_global_to_shared(zss, kz_ptr + sat, mask=sok[:, None])
+    vat = (spg * s_vp + h * s_vh)[:, None] + s_off[None, :]
+    async_copy.async_copy_global_to_shared(vss, vs_ptr + vat, mask=sok[:, None])
+    async_copy.async_copy_global_to_shared(vzs, vz_ptr + vat, mask=sok[:, None])
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, val, lim, n_front, G: gl.constexpr, N: gl.constexpr):
+    """Score-row values [4 w, N] of the group's pages jb + w (< lim) into RAW [B, Hkv, MAXP, 2G] (row n < n_front G).
+    Only the first K = max(8, 2G) columns can be score rows: the others are cut off in registers first (fewer
+    predicated stores and addresses live in the loop)."""
+    K: gl.constexpr = _score_cols(G, N)
+    for _ in gl.static_range(_log2(N // K)):
+        half, _unused = gl.split(gl.permute(gl.reshape(val, [4, 2, val.shape[1] // 2]), [0, 2, 1]))
+        val = half
+    L: gl.constexpr = val.type.layout
+    w = gl.arange(0, 4, layout=gl.SliceLayout(1, L))
+    n = gl.arange(0, K, layout=gl.SliceLayout(0, L))
+    at = raw_ptr + b * s_rb + h * s_rh + (jb + w).to(gl.int64)[:, None] * (2 * G) + n[None, :]
+    gl.store(at, val, mask=((jb + w) < lim)[:, None] & (n < n_front * G)[None, :])
+
+
+@gluon.jit
+def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N: gl.constexpr):
+    """RAW scores (each score row's max over a page's tokens) of the group's pages jb + w (< n_scored, < j1) from
+    the page maxima in shared memory ``mx`` [4 w, N], one element a thread, after the values: stored from the
+    softmax's registers before the page-maxima barrier instead (session 22), scores cost 7.5% (H100, 128k x 8).
+    Nothing loop-invariant is derived here (program ids read again, page bounds compared separately, a constexpr
+    column bound), so no extra value stays live through the loop at the 255-register cap."""
+    K: gl.constexpr = _score_cols(G, N)
+    L: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32 // K, K], warps_per_cta=[4, 1],
+                                       order=[1, 0])
+    val = mx.slice(0, K, dim=1).load(L)
+    w = gl.arange(0, 4, layout=gl.SliceLayout(1, L))
+    n = gl.arange(0, K, layout=gl.SliceLayout(0, L))
+    at = (raw_ptr + _ctaid("z").to(gl.int64) * s_rb + _ctaid("y") * s_rh + (jb + w).to(gl.int64)[:, None] * (2 * G)
+          + n[None, :])
+    # columns G..2G hold a non-score row when the two score rows are one (n_front = 1); the merge does not read them
+    gl.store(at, val, mask=(((jb + w) < n_scored) & ((jb + w) < j1))[:, None] & (n < 2 * G)[None, :])
+
+
+@gluon.jit
+def _ctaid(axis: gl.constexpr):
+    """The program id along ``axis``, read again where it is used: a volatile read is not hoisted out of the page
+    loop, so nothing derived from it stays live (spilled) across the loop."""
+    return gl.inline_asm_elementwise("mov.u32 $0, %ctaid." + axis + ";", "=r", [], dtype=gl.int32, is_pure=False,
+                                     pack=1)
+
+
+@gluon.constexpr_function
+def _score_cols(G, N):
+    return min(N, max(8, 1 << (2 * G - 1).bit_length()))
+
+
+@gluon.constexpr_function
+def _log2(x):
+    return x.bit_length() - 1
+
+
+# ---- launch ------------------------------------------------------------------------------------------------------------
+GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
+PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
+NUM_WARPS = 4
+
+
+def auto_min_pairs(group: int) -> int:
+    """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
+    heads a KV head. H100, scores on, same runs (bench/results/s23): Llama-3-8B (G = 4, nq 5) Gluon is 5-9% faster
+    than the Triton kernel from B = 8 (64 pairs) and 3-5% slower at B = 1; pycode-30m (G = 2, nq 13) it is 4% slower
+    at 15k x 32 and 8k x 64 (64 / 128 pairs) and 3.5% faster at 15k x 64, and end to end (e2e_pair, γ = 12) auto
+    with Gluon from 64 pairs lost 2-5% at batch 32 and was equal or 2-6% faster at batch 64."""
+    return 64 if group >= 4 else 128
+
+
+def slim_form(group: int) -> bool:
+    """The kernel's SLIM form for G query heads a KV head: fewer values live through the page loop (the loop runs at
+    the 255-register cap, where every extra one is a spill). H100, same runs against the session-22 kernel
+    (bench/results/s23/dev_forms/run3): at G = 4 (Llama-3-8B, nq 5) SLIM is 5.1-5.7% faster with scores at 64k-256k x
+    8 and 128k x 1 (128k x 8: 898 against 947 µs) and 0.6-1.9% faster without; at G = 2 (pycode-30m, nq 13) it
+    measured 3-5% slower (run1, run2: 15k x 32 165 against 157 µs), so G < 4 keeps the session-22 form (within 0.7%
+    of it, run3)."""
+    return group >= 4
+
+
+def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
+    """'' where the Gluon verify page programs cover the shapes (page size, head_dim / 2, G, NQ), else why not."""
+    if page_size != GLUON_PAGE_SIZE or 2 * half_dim != GLUON_HEAD_DIM:
+        return (f"the Gluon verify kernel covers page size {GLUON_PAGE_SIZE} and head_dim {GLUON_HEAD_DIM}, not "
+                f"{page_size} / {2 * half_dim}")
+    if not 1 <= nq * group <= GLUON_MAX_ROWS:
+        return f"the Gluon verify kernel covers up to {GLUON_MAX_ROWS} rows (γ+1 times G), not {nq} x {group}"
+    return ""
+
+
+def gluon_verify_support(device, page_size: int, head_dim: int, group: int, nq: int) -> str:
+    """'' where ``verify_attention(engine="gluon")`` runs for windows of ``nq`` rows, else why not (one line)."""
+    from sgl_spec.kernels.draft_launch import gluon_device_support
+
+    return gluon_verify_shapes(page_size, head_dim // 2, group, nq) or gluon_device_support(device, "verify")
+
+
+def _rows_tile(rows: int) -> int:
+    """The MMA's N: rows padded to a power of two, at least 8."""
+    return max(8, 1 << (rows - 1).bit_length())
+
+
+def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
+                 has_scores, score_lse):
+    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B)."""
+    from sgl_spec.kernels.pdl import pdl_kwargs
+
+    B, NQ, Hq, _ = q.shape
+    Hkv = store.k_upper.shape[1]
+    G = Hq // Hkv
+    vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
+    _verify_pages_kernel[(NS, Hkv, B)](
+        q, q.stride(0), q.stride(1), q.stride(2),
+        words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
+        ks32, kz32, ks32.stride(0), ks32.stride(1),
+        store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
+        page_table, page_table.stride(0), page_table.stride(1), q_start,
+        pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
+        qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
+        G=G, N=_rows_tile(NQ * G), HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
+        num_warps=NUM_WARPS, **pdl_kwargs(q.device),
+    )
