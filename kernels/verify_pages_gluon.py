@@ -209,8 +209,8 @@ def _verify_pages_kernel(
         _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
                        lo_r, hi_r, G)
         if N2 > 0:
-            _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra,
-                           rb, n_front, lo_r, hi_r, G)
+            _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
+                           s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
     if PDL:  # the ring launch before this one let it start early: finish only after it, for the merge's sake
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)

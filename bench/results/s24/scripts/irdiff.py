@@ -1,4 +1,4 @@
-# TTGIR of bench/results/s24/scripts/vg_base.py (.work/vg/base.py: HEAD cdd640c's kernel) against the package's kernel
+# TTGIR of HEAD cdd640c's verify kernel (vg_base.diff: .work/vg/base.py during the session) against the package's kernel
 # for windows that do not take the 16 + 8 split: identical up to SSA names and locations
 import importlib.util, sys, re
 sys.path.insert(0, "bench")
@@ -16,7 +16,14 @@ def get(kernel, n2, G=4, N=32, SLIM=True, SC=True):
     t = cc.asm["ttgir"]
     t = re.sub(r"loc\([^)]*\)", "", t); t = re.sub(r"#loc\d*", "", t)
     return t
-spec = importlib.util.spec_from_file_location("vgx", "bench/results/s24/scripts/vg_base.py"); mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+import subprocess, tempfile, os
+tmp = tempfile.mkdtemp()  # HEAD cdd640c's kernel, made self-contained (vg_base.diff): its own int8_frags_gluon
+show = lambda path: subprocess.run(["git", "show", f"cdd640c:{path}"], capture_output=True, text=True, check=True).stdout
+open(os.path.join(tmp, "int8_frags_base.py"), "w").write(show("kernels/int8_frags_gluon.py"))
+open(os.path.join(tmp, "vg_base.py"), "w").write(show("kernels/verify_pages_gluon.py").replace(
+    "from sgl_spec.kernels.int8_frags_gluon import", "from int8_frags_base import"))
+sys.path.insert(0, tmp)
+spec = importlib.util.spec_from_file_location("vgx", os.path.join(tmp, "vg_base.py")); mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
 import itertools
 for G, N, SL, SC in [(4, 32, True, True), (2, 32, False, True), (4, 8, True, True), (4, 32, True, False), (2, 16, False, True)]:
     x = get(mod._verify_pages_kernel, False, G, N, SL, SC); y = get(vg._verify_pages_kernel, True, G, N, SL, SC)
