@@ -205,7 +205,7 @@ def main():
     if fa3_dev != dev:
         fa3 = {}
     log(f"[device] {dev} copy {gbps:.0f} GB/s torch {torch.__version__} triton {triton.__version__}; "
-        f"FA3 32k decode times for frac: {'bench/results/kernels.json (the current grid; ' + fa3_dev + ')' if fa3 else 'none'}")
+        f"FA3 32k decode times for frac: {'bench/results/kernels.json (' + fa3_dev + ')' if fa3 else 'none'}")
     res = dict(device=dev, copy_gbps=gbps, argv=sys.argv, weights_bytes=qc.decode_weight_bytes())
     if not a.skip_check:
         res["check_ok"] = check(log)

@@ -41,10 +41,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
-from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _mx_layout, _per_warp, _rows,
+from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
-from sgl_spec.kernels.verify_rows_gluon import (_mask, _own_pages, _probs, _q_tile, _store_partial, _store_raw,
-                                               _store_raw_mx)
+from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
+                                               _store_partial, _store_raw, _store_raw_mx)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
 CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
@@ -92,8 +92,8 @@ def _verify_pages_kernel(
             own_b = q_start
         else:
             own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
-            own_b = _own_pages(N + gl.arange(0, 8 if N2 == 0 else N2, layout=COLS), q_start, NQ, ra, rb, n_front,
-                               lo_r, hi_r, G)
+            if N2 > 0:
+                own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
 
         # ---- q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in
         # shared memory
@@ -167,16 +167,14 @@ def _verify_pages_kernel(
                 if N2 > 0:
                     sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
                                  rb, n_front, lo_r, hi_r, G, SLIM)
-            cm4 = gl.max(gl.max(gl.reshape(sc, [4, 4, 16, N]), 0), 1)  # [4 w, N]: each page's max (intra-warp)
+            cm4 = _page_max(sc)  # [4 w, N]
             if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
                 _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
             mx.store(cm4)
             if N2 > 0:
-                mx_b.store(gl.max(gl.max(gl.reshape(sc_b, [4, 4, 16, N2]), 0), 1))
+                mx_b.store(_page_max(sc_b))
             gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
-            m_new = gl.maximum(m_run, gl.convert_layout(gl.max(mx.load(_mx_layout(N)), 0), COLS))  # the group's max
-            alpha = gl.exp2((m_run - m_new) * qk_scale)
-            p = gl.exp2(sc * qk_scale - (m_new * qk_scale)[None, :])
+            m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
             if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
                 ps4 = _per_warp(p)
                 lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
@@ -184,11 +182,8 @@ def _verify_pages_kernel(
             l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
             m_run = m_new
             if N2 > 0:
-                m_new_b = gl.maximum(m_run_b, gl.convert_layout(gl.max(mx_b.load(_mx_layout(N2)), 0), COLS))
-                alpha_b = gl.exp2((m_run_b - m_new_b) * qk_scale)
-                l_wb, z_wb = _probs(gl.exp2(sc_b * qk_scale - (m_new_b * qk_scale)[None, :]), alpha_b, vs, vz, psm_b,
-                                    l_wb, z_wb)
-                m_run_b = m_new_b
+                m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
+                l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
             async_copy.wait_group(0)  # this group's values
             gl.thread_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,

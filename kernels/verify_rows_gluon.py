@@ -9,7 +9,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from sgl_spec.kernels.draft_pages_gluon import _key_channel
-from sgl_spec.kernels.int8_frags_gluon import COLS, ROWS, _per_warp, _value_row_channel
+from sgl_spec.kernels.int8_frags_gluon import COLS, ROWS, _mx_layout, _per_warp, _value_row_channel
 
 
 @gluon.jit
@@ -53,6 +53,22 @@ def _mask(sc, r_j, j1, n_scored, own, n_c, q_start, NQ, ra, rb, n_front, lo_r, h
         own = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
     vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
     return gl.where(vis, sc, float("-inf"))
+
+
+@gluon.jit
+def _page_max(sc):
+    """S^T [256, NT] (MMA rows R = 64 r + 16 w + i) -> each page's max of every column [4 w, NT] (intra-warp)."""
+    return gl.max(gl.max(gl.reshape(sc, [4, 4, 16, sc.shape[1]]), 0), 1)
+
+
+@gluon.jit
+def _group_max(sc, m_run, mx, qk_scale):
+    """After the page-maxima barrier: one tile's running max over the group's four page maxima in ``mx``, the
+    rescale factor of its running sums and p = 2^(s - m) (qk_scale: raw q·k to log2 units)."""
+    m_new = gl.maximum(m_run, gl.convert_layout(gl.max(mx.load(_mx_layout(sc.shape[1])), 0), COLS))
+    alpha = gl.exp2((m_run - m_new) * qk_scale)
+    p = gl.exp2(sc * qk_scale - (m_new * qk_scale)[None, :])
+    return m_new, alpha, p
 
 
 @gluon.jit
