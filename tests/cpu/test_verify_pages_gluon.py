@@ -57,8 +57,8 @@ def test_form_and_auto_rule_follow_the_group():
 
 def test_row_tiles():
     """17..24 rows go as 16 + 8 MMA columns (a quarter less MMA and softmax work than 32; H100: 128k x 8 with scores
-    898 -> 833 µs, bench/NOTES_kernels.md session 24) while the score rows (columns < 2G) fit tile A; every other
-    window is one power-of-two tile."""
+    903 -> 833 µs in the same run, bench/NOTES_kernels.md session 24) while the score rows (columns < 2G) fit tile
+    A; every other window is one power-of-two tile."""
     from sgl_spec.kernels.verify_pages_gluon import row_tiles
 
     assert row_tiles(20, 4) == (16, 8) and row_tiles(24, 4) == (16, 8) and row_tiles(18, 2) == (16, 8)
