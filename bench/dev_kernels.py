@@ -186,17 +186,21 @@ def verify_variant(var):
     (the Gluon engine with --gluon-dir/NAME.py's launch_pages), or
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
-    per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1)."""
+    per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1); module
+    knobs set during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC),
+    m1=N (verify_attention.MERGE_ONE_STEP_MAX)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
     from sgl_spec.kernels import verify_splits as vsp
 
     if var == "v0":
         return v0.verify_attention, True, {}
-    kw, scores, pps, gm = {}, True, None, ""
+    kw, scores, pps, gm, knobs = {}, True, None, "", {}
     for part in filter(None, var.split("/")):
         if part == "off":
             scores = False
+        elif part.split("=")[0] in _KNOBS:
+            knobs[part.split("=")[0]] = int(part.split("=")[1])
         elif part.startswith("nr="):
             kw["maxnreg"] = int(part[3:]) or None
         elif part.startswith("pps="):
@@ -221,9 +225,9 @@ def verify_variant(var):
             kw["engine"] = "gluon"
             gm = part[3:]
     if gm:
-        return _with_gluon_module(gm, va.verify_attention), scores, kw
+        return _with_knobs(_with_gluon_module(gm, va.verify_attention), knobs), scores, kw
     if pps is None:
-        return va.verify_attention, scores, kw
+        return _with_knobs(va.verify_attention, knobs), scores, kw
 
     def fn(*a, **k):  # dev only: the split heuristic reads the module knob at launch
         saved, vsp.PROGRAMS_PER_SM = vsp.PROGRAMS_PER_SM, pps
@@ -232,6 +236,30 @@ def verify_variant(var):
         finally:
             vsp.PROGRAMS_PER_SM = saved
     return fn, scores, kw
+
+
+_KNOBS = {"ds": ("verify_pages_gluon", "DIRECT_SCORES"), "sv": ("verify_attention", "SCORE_TILE_VEC"),
+          "m1": ("verify_attention", "MERGE_ONE_STEP_MAX")}
+
+
+def _with_knobs(fn, knobs):
+    """``fn`` with the sgl_spec.kernels module knobs of ``knobs`` (dev keys, _KNOBS) set during each call."""
+    if not knobs:
+        return fn
+    import importlib
+
+    def call(*a, **k):
+        saved = []
+        for key, val in knobs.items():
+            mod = importlib.import_module(f"sgl_spec.kernels.{_KNOBS[key][0]}")
+            saved.append((mod, _KNOBS[key][1], getattr(mod, _KNOBS[key][1])))
+            setattr(mod, _KNOBS[key][1], type(saved[-1][2])(val))
+        try:
+            return fn(*a, **k)
+        finally:
+            for mod, name, old in saved:
+                setattr(mod, name, old)
+    return call
 
 
 @functools.lru_cache(maxsize=None)

@@ -165,13 +165,14 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0):
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
-                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", qk_scale="fp32")
+                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
     slim = vg.slim_form(G) if slim is None else bool(slim)
-    const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim)
+    const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
+                 DIRECT=bool(sc) and not lse and vg.DIRECT_SCORES)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
-    report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)}")
+    report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} direct={int(const['DIRECT'])}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731

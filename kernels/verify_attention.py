@@ -64,6 +64,9 @@ RING = 2
 LOG2E = 1.4426950408889634
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
+# Up to this many partials a row are merged in one step (BLOCK_S = S1 padded, BLOCK_H = MERGE_TILE // (BLOCK_S D)):
+# every load issued before the first reduction, one round trip instead of three or more (batch 1: 33 splits)
+MERGE_ONE_STEP_MAX = 64
 # Stage-1 GPU launch: 4 warps (one wgmma warpgroup: M = 64 tokens), register prefetch (num_stages=1); MAXNREG caps
 # the registers (None: ptxas's choice, no spills) and must agree with verify_splits.PROGRAMS_PER_SM.
 # PAGES_PER_ITER: 1 or 2.
@@ -80,11 +83,18 @@ ROWS_AS_M = 0
 # (bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
 KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
+SCORE_TILE_VEC = True  # the merge's score programs load [pairs, 2G] tiles (verify_merge._score_tile's VEC)
 # MAX_BLOCK_ROWS: the widest row tile block_rows picks for a long window when the launch need not be batch-invariant.
 # 32 is the tile Llama-3-8B's G = 4 verify has always used (255 registers, no spills at 4 warps); for pycode-30m's
 # G = 2 it holds γ+1 <= 16 rows in one block, where the G-only tile of 16 rows needs two blocks from γ = 8 on and
 # so reads every page twice (bench/NOTES_kernels.md, "Row tiles for long windows").
 MAX_BLOCK_ROWS = 32
+
+
+def merge_block_s(S1: int) -> int:
+    """The merge's split tile for S1 partials a row: all of them where S1 <= MERGE_ONE_STEP_MAX (one step), else
+    MERGE_BLOCK_S a loop step."""
+    return max(MERGE_BLOCK_S, triton.next_power_of_2(S1)) if S1 <= MERGE_ONE_STEP_MAX else MERGE_BLOCK_S
 
 
 def _interpreting() -> bool:
@@ -399,7 +409,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer for the merge, never touched without scores
     nr = MAXNREG if maxnreg is None else maxnreg
-    raw_on = scores is not None
+    direct = gluon and scores is not None and vg.direct_scores(lse)  # the Gluon page programs store the scores
+    raw_on = scores is not None and not direct
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
@@ -421,9 +432,11 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     )
     if gluon:
         vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
-                        S1, C, NS, ra, rb, raw_on, lse)
+                        S1, C, NS, ra, rb, scores is not None, lse, scores=scores if direct else None,
+                        sm_scale=sm_scale)
     BLOCK_D = triton.next_power_of_2(D)
-    BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (MERGE_BLOCK_S * BLOCK_D)))
+    BLOCK_S = merge_block_s(S1)
+    BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (BLOCK_S * BLOCK_D)))
     n_hb = triton.cdiv(Hq, BLOCK_H)
     block_sj = min(SCORE_BLOCK, triton.next_power_of_2(Hkv * MAXP))
     n_sc = triton.cdiv(triton.cdiv(Hkv * MAXP, block_sj), NQ) if raw_on else 0  # score tiles over (pid0, pid1)
@@ -432,7 +445,8 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         so_b=out.stride(0), so_n=out.stride(1), so_h=out.stride(2),
         n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
-        P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=MERGE_BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
-        SCORE_LSE=lse, num_warps=4, **pdl_kwargs(q.device),
+        P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
+        SCORE_LSE=lse, ONE_STEP=S1 <= BLOCK_S, VEC=SCORE_TILE_VEC and (G & (G - 1)) == 0, num_warps=4,
+        **pdl_kwargs(q.device),
     )
     return out

@@ -26,12 +26,12 @@ two programs an SM), a phase ahead: a group's keys while the previous group's va
 scores are computed (four barriers a group). Keeping the keys in registers instead (loaded a phase ahead, values and
 scales double-buffered, two barriers a group) measured the same or slower (bench/results/s22/dev_variants).
 
-The page scores (max over a page's tokens of each score row's raw logits, ``RAW``) and the partials (m, l,
-unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page partition, so the
-Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged. Where G >= 4
-(``slim_form``) the RAW page maxima are stored from ``mx`` after the values and the window's row tensors are
-recomputed where used, so fewer values stay live through the loop (scores: +2.5-4.9% over scores off from batch 8,
-H100, bench/results/s23/grid_final).
+The partials (m, l, unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page
+partition, so the Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged.
+The page scores of kind "max" are stored by the page programs themselves (``direct_scores``), from the page maxima
+in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
+G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the
+loop (scores on: +1.3-1.5% over scores off from batch 8, H100, bench/results/s25/ab_direct).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
 from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
-                                               _store_partial, _store_raw, _store_raw_mx)
+                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
 CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
@@ -66,10 +66,10 @@ def _verify_pages_kernel(
     ks_ptr, kz_ptr, s_sp, s_sh,
     vs_ptr, vz_ptr, s_vp, s_vh,
     pt_ptr, s_pb, s_pj, qs_ptr,
-    m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh,
+    m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
-    SLIM: gl.constexpr = False, N2: gl.constexpr = 0,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False,
 ):
     s = gl.program_id(0)
     h = gl.program_id(1)
@@ -168,7 +168,7 @@ def _verify_pages_kernel(
                     sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
                                  rb, n_front, lo_r, hi_r, G, SLIM)
             cm4 = _page_max(sc)  # [4 w, N]
-            if HAS_SCORES and not SCORE_LSE and not SLIM:  # raw max over the page's tokens of each score row
+            if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # raw max over the page's tokens of a score row
                 _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
             mx.store(cm4)
             if N2 > 0:
@@ -193,8 +193,11 @@ def _verify_pages_kernel(
                 acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2)
             else:
                 acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2)
-            if HAS_SCORES and not SCORE_LSE and SLIM:  # the page maxima, in mx until the next group's barrier
-                _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
+            if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
+                if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
+                    _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N)
+                else:
+                    _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
             gl.thread_barrier()  # p' and the value buffers free
             _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
                          j1, vR, v_off)
@@ -283,6 +286,18 @@ def slim_form(group: int) -> bool:
     return group >= 4
 
 
+DIRECT_SCORES = True  # the page programs store the "max" page scores themselves (direct_scores)
+
+
+def direct_scores(score_lse: bool) -> bool:
+    """Whether the page programs store the page scores (score kind "max") from their page maxima in shared memory,
+    instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads. Same
+    fp32 operations in the same order as the merge (``_score_tile``), so the same bits. Why: the merge's score
+    programs took 8-19 µs after the page programs at Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with
+    scores, 5 without; bench/results/s25/prof)."""
+    return DIRECT_SCORES and not score_lse
+
+
 def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
     """'' where the Gluon verify page programs cover the shapes (page size, head_dim / 2, G, NQ), else why not."""
     if page_size != GLUON_PAGE_SIZE or 2 * half_dim != GLUON_HEAD_DIM:
@@ -320,8 +335,9 @@ def row_tiles(rows: int, group: int) -> tuple[int, int]:
 
 
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
-                 has_scores, score_lse):
-    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B)."""
+                 has_scores, score_lse, scores=None, sm_scale=1.0):
+    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
+    ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge."""
     from sgl_spec.kernels.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
@@ -329,6 +345,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     G = Hq // Hkv
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
     n1, n2 = row_tiles(NQ * G, G)
+    sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT
     _verify_pages_kernel[(NS, Hkv, B)](
         q, q.stride(0), q.stride(1), q.stride(2),
         words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
@@ -336,7 +353,9 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
         page_table, page_table.stride(0), page_table.stride(1), q_start,
         pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
+        sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
+        DIRECT=scores is not None,
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -137,6 +137,30 @@ def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N:
 
 
 @gluon.jit
+def _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G: gl.constexpr,
+                     N: gl.constexpr):
+    """The page scores of the group's pages jb + w (< n_scored, < j1) from the page maxima in ``mx`` [4 w, N]:
+    sm_scale * sum over the G heads of the max over the score rows (columns g and G + g; one row when n_front = 1),
+    as the merge's ``_score_tile`` computes them from RAW (the G-term sum in another order: equal within fp32
+    rounding). One [4, 2G] load, then registers only: per-column loads hoisted their addresses out of the page loop
+    and spilled (12 reloads a group against 1). Program ids read again as in ``_store_raw_mx``."""
+    K: gl.constexpr = _score_cols(G, N)
+    L: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32 // K, K], warps_per_cta=[4, 1],
+                                       order=[1, 0])
+    if 2 * G <= N:
+        col = gl.arange(0, 2 * G, layout=gl.SliceLayout(0, L))
+        v = gl.where(((col < G) | (n_front == 2))[None, :], mx.slice(0, 2 * G, dim=1).load(L), float("-inf"))
+        a = gl.max(gl.reshape(v, [4, 2, G]), 1)
+    else:  # N < 2G: a window of one row (n_front = 1)
+        a = mx.slice(0, G, dim=1).load(L)
+    val = gl.sum(a, 1) * sm_scale
+    w = gl.arange(0, 4, layout=val.type.layout)
+    at = (sc_ptr + _ctaid("z").to(gl.int64) * s_cb + _ctaid("y").to(gl.int64) * s_ch
+          + (jb + w).to(gl.int64) * s_cj)
+    gl.store(at, val.to(sc_ptr.dtype.element_ty), mask=((jb + w) < n_scored) & ((jb + w) < j1))
+
+
+@gluon.jit
 def _ctaid(axis: gl.constexpr):
     """The program id along ``axis``, read again where it is used: a volatile read is not hoisted out of the page
     loop, so nothing derived from it stays live (spilled) across the loop."""
