@@ -162,6 +162,7 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
             kw = draft_kwargs(var, B, ids.shape[1], P)
             fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
                                             SM_SCALE, out=out, **kw)
+            fn = _with_knobs(fn, {k: v for k, v in var.items() if k in _KNOBS})  # module knobs (_KNOBS)
             try:
                 ms = timer(fn)
             except Exception as e:  # a variant that does not compile/fit is reported, not fatal
@@ -188,7 +189,7 @@ def verify_variant(var):
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
     per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1); module
     knobs set during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC),
-    m1=N (verify_attention.MERGE_ONE_STEP_MAX)."""
+    m1=N (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
     from sgl_spec.kernels import verify_splits as vsp
@@ -200,7 +201,7 @@ def verify_variant(var):
         if part == "off":
             scores = False
         elif part.split("=")[0] in _KNOBS:
-            knobs[part.split("=")[0]] = int(part.split("=")[1])
+            knobs[part.split("=")[0]] = part.split("=")[1]
         elif part.startswith("nr="):
             kw["maxnreg"] = int(part[3:]) or None
         elif part.startswith("pps="):
@@ -239,7 +240,7 @@ def verify_variant(var):
 
 
 _KNOBS = {"ds": ("verify_pages_gluon", "DIRECT_SCORES"), "sv": ("verify_attention", "SCORE_TILE_VEC"),
-          "m1": ("verify_attention", "MERGE_ONE_STEP_MAX")}
+          "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"), "ro": ("verify_attention", "RING_ORDER")}
 
 
 def _with_knobs(fn, knobs):
@@ -253,7 +254,8 @@ def _with_knobs(fn, knobs):
         for key, val in knobs.items():
             mod = importlib.import_module(f"sgl_spec.kernels.{_KNOBS[key][0]}")
             saved.append((mod, _KNOBS[key][1], getattr(mod, _KNOBS[key][1])))
-            setattr(mod, _KNOBS[key][1], type(saved[-1][2])(val))
+            old = saved[-1][2]
+            setattr(mod, _KNOBS[key][1], val if isinstance(old, str) else type(old)(int(val)))
         try:
             return fn(*a, **k)
         finally:

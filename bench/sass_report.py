@@ -130,7 +130,7 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
         kf = va.key_frag_on(kf, 64, 64, nw, pp, qa)
         bm = va.block_rows(g) if bm is None else bm
         const = dict(G=g, P=64, DH=64, BLOCK_DH=64, BLOCK_M=max(64, bm) if qa else bm, HAS_SCORES=has_scores,
-                     USE_ASM=True, PP=pp, QA=qa, SCORE_LSE=bool(lse), KF=kf)
+                     USE_ASM=True, PP=pp, QA=qa, SCORE_LSE=bool(lse), KF=kf, AFTER_PAGES=False)
         types.update(RAW="*fp32")
     plain = ("sq_n", "spt_j", "ssc_j", "NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r", "C", "S1", "HQ")
     tag = f"verify_attention {'v0' if old else 'new'} scores={'on' if has_scores else 'off'} maxnreg={opts.get('maxnreg')}"
@@ -156,7 +156,7 @@ def _draft_gluon(G=4, pf=1, st=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -168,11 +168,12 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0):
                  l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
     slim = vg.slim_form(G) if slim is None else bool(slim)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and not lse and vg.DIRECT_SCORES)
+                 DIRECT=bool(sc) and not lse and vg.DIRECT_SCORES, FIRST=first)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
-    report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} direct={int(const['DIRECT'])}")
+    report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
+               f"direct={int(const['DIRECT'])} first={int(first)}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
@@ -181,10 +182,11 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0):
 
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
-    if what == "verify_gluon":  # python bench/sass_report.py verify_gluon [G=4] [N=32] [sc=1] [lse=0] [slim=0|1]
+    if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
-                      int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)))
+                      int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
+                      bool(int(kv.get("first", 1))))
     elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)))

@@ -84,11 +84,26 @@ ROWS_AS_M = 0
 KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
 SCORE_TILE_VEC = True  # the merge's score programs load [pairs, 2G] tiles (verify_merge._score_tile's VEC)
+# engine="gluon": how the ring launch (split 0, this module's kernel) and the Gluon page launch share the GPU:
+# "early": ring first, releasing the page launch at once (both side by side); "serial": ring first, the page launch
+# when it ends; "last" (default): the page launch first (it waits for the stream, then releases), the ring launch
+# after it without waiting at its start (its programs take SM slots as page programs end), at its end waiting for
+# it. H100, same runs (bench/results/s25/order): "early" left page programs that shared an SM with the ring
+# programs up to ~9 µs behind (s25/prof); "last" is 4-5% faster at Llama-3-8B batch 8 (128k x 8 793 -> 770 µs),
+# 1.5-2.5% at batch 32, 8-26% at batch 1 (128k x 1 133 -> 116 µs) and 8-14% at pycode-30m batch 32 / 64
+RING_ORDER = "last"
 # MAX_BLOCK_ROWS: the widest row tile block_rows picks for a long window when the launch need not be batch-invariant.
 # 32 is the tile Llama-3-8B's G = 4 verify has always used (255 registers, no spills at 4 warps); for pycode-30m's
 # G = 2 it holds γ+1 <= 16 rows in one block, where the G-only tile of 16 rows needs two blocks from γ = 8 on and
 # so reads every page twice (bench/NOTES_kernels.md, "Row tiles for long windows").
 MAX_BLOCK_ROWS = 32
+
+
+def _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
+                  rb, scores, lse, direct, order):
+    vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
+                    S1, C, NS, ra, rb, scores is not None, lse, scores=scores if direct else None, sm_scale=sm_scale,
+                    first=order == "last")
 
 
 def merge_block_s(S1: int) -> int:
@@ -130,8 +145,10 @@ def _verify_attention_kernel(
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
     HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
     KF: tl.constexpr = False, PDL: tl.constexpr = False, EARLY_LAUNCH: tl.constexpr = False,
+    AFTER_PAGES: tl.constexpr = False,
 ):
-    _wait_prior(PDL)
+    if not AFTER_PAGES:  # AFTER_PAGES: the page launch before this one waited for the stream
+        _wait_prior(PDL)
     _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch after this ring launch reads nothing it writes
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
@@ -316,6 +333,8 @@ def _verify_attention_kernel(
         a_ptr = PACC + prow[:, None] * (2 * DH) + dh[None, :]
         tl.store(a_ptr, acc_lo, mask=qmask)
         tl.store(a_ptr + DH, acc_hi, mask=qmask)
+    if AFTER_PAGES:  # end only after the page launch, for the merge's sake
+        _wait_prior(PDL)
 
 
 def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
@@ -414,6 +433,10 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
+    order = RING_ORDER if gluon else "early"
+    if order == "last":
+        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
+                      rb, scores, lse, direct, order)
     _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](  # gluon: the ring split (0) only
         Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
         VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
@@ -427,13 +450,13 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
         sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
         BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
-        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon,
+        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
+        AFTER_PAGES=order == "last",
         num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
     )
-    if gluon:
-        vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
-                        S1, C, NS, ra, rb, scores is not None, lse, scores=scores if direct else None,
-                        sm_scale=sm_scale)
+    if gluon and order != "last":
+        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
+                      rb, scores, lse, direct, order)
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_S = merge_block_s(S1)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (BLOCK_S * BLOCK_D)))

@@ -69,8 +69,11 @@ def _verify_pages_kernel(
     m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
-    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
 ):
+    if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
+        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
     s = gl.program_id(0)
     h = gl.program_id(1)
     b = gl.program_id(2).to(gl.int64)
@@ -168,7 +171,7 @@ def _verify_pages_kernel(
                     sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
                                  rb, n_front, lo_r, hi_r, G, SLIM)
             cm4 = _page_max(sc)  # [4 w, N]
-            if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # raw max over the page's tokens of a score row
+            if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
                 _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
             mx.store(cm4)
             if N2 > 0:
@@ -209,9 +212,12 @@ def _verify_pages_kernel(
         if N2 > 0:
             _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
                            s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
-    if PDL:  # the ring launch before this one let it start early: finish only after it, for the merge's sake
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
+    if PDL:
+        if FIRST:  # the ring launch after this one waits for it at its end
+            pass
+        else:  # the ring launch before this one let it start early: end after it, for the merge's sake
+            gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                      pack=1)
 
 
 @gluon.jit
@@ -269,11 +275,14 @@ NUM_WARPS = 4
 
 def auto_min_pairs(group: int) -> int:
     """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
-    heads a KV head. H100, scores on, same runs (bench/results/s23): Llama-3-8B (G = 4, nq 5) Gluon is 5-9% faster
-    than the Triton kernel from B = 8 (64 pairs) and 3-5% slower at B = 1; pycode-30m (G = 2, nq 13) it is 4% slower
-    at 15k x 32 and 8k x 64 (64 / 128 pairs) and 3.5% faster at 15k x 64, and end to end (e2e_pair, γ = 12) auto
-    with Gluon from 64 pairs lost 2-5% at batch 32 and was equal or 2-6% faster at batch 64."""
-    return 64 if group >= 4 else 128
+    heads a KV head. H100, scores on, same runs, with the ring launch after the page launch (RING_ORDER "last",
+    bench/results/s25/hot_auto, s25/order2): Llama-3-8B (G = 4, nq 5) Gluon is faster from batch 4 at every context
+    measured (4k x 4 32.1 against 33.8 µs, 15k x 4 69 against 91) and at batch 2 from 15k (equal at 15k, 128k x 2 208
+    against 269), 8% slower at 4k x 2 (25.4-26.4 against 23.4-24.2); at batch 1 it is 10-35% slower up to 15k and
+    faster from 32k (128k x 1 116 against 134), and a launch does not know its requests' lengths, so batch 1 keeps
+    the Triton kernel. pycode-30m (G = 2, nq 13): Gluon faster from batch 16 (32 pairs) at 4k and 15k (4k x 16 36.7
+    against 43.5, 15k x 32 121 against 152)."""
+    return 16 if group >= 4 else 32
 
 
 def slim_form(group: int) -> bool:
@@ -335,9 +344,10 @@ def row_tiles(rows: int, group: int) -> tuple[int, int]:
 
 
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
-                 has_scores, score_lse, scores=None, sm_scale=1.0):
+                 has_scores, score_lse, scores=None, sm_scale=1.0, first=False):
     """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
-    ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge."""
+    ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge. ``first``: launched
+    before the ring launch (verify_attention.RING_ORDER "last"), else after it."""
     from sgl_spec.kernels.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
@@ -356,6 +366,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
-        DIRECT=scores is not None,
+        DIRECT=scores is not None, FIRST=bool(first),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -147,7 +147,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         engine = "triton" if why else "gluon"
         # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs, where it was faster
         # (kernels/verify_pages_gluon.py auto_min_pairs); 'gluon' takes Gluon for every batch
-        if want == "gluon":
+        # --enable-deterministic-inference: the engine must not follow the batch either (the two engines sum a
+        # request's pages in different orders), so a Gluon-capable launch takes Gluon at every batch size
+        if want == "gluon" or (self.batch_invariant and engine == "gluon"):
             self.verify_min_pairs = 0
         logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
             f" (from {self.verify_min_pairs} request x KV-head pairs a launch)" if want == "auto" else ""))

@@ -295,9 +295,25 @@ def test_verify_kernel_resolution():
         QuantSpecAttnBackend(runner, "torch_native", cfg)
     be = sim.backend
     be.verify_engine = "gluon"  # as resolved on an H100 (auto: from auto_min_pairs(G) pairs a launch)
-    assert be.verify_min_pairs == auto_min_pairs(Hq // H) == 128  # G = 2 here; Llama-3-8B's G = 4: from 64
-    assert auto_min_pairs(4) == 64 and auto_min_pairs(8) == 64
-    assert be._verify_kw(5, 4, 128) == {"engine": "gluon"} and be._verify_kw(9, 4, 128) == {}
-    assert be._verify_kw(5, 4, 64) == {} and be._verify_kw(5, 4, 8) == {}
+    assert be.verify_min_pairs == auto_min_pairs(Hq // H) == 32  # G = 2 here; Llama-3-8B's G = 4: from 16
+    assert auto_min_pairs(4) == 16 and auto_min_pairs(8) == 16
+    assert be._verify_kw(5, 4, 32) == {"engine": "gluon"} and be._verify_kw(9, 4, 32) == {}
+    assert be._verify_kw(5, 4, 16) == {} and be._verify_kw(5, 4, 8) == {}
     be.verify_min_pairs = 0  # --quantspec-verify-kernel gluon
     assert be._verify_kw(5, 4, 8) == {"engine": "gluon"}
+
+
+def test_deterministic_inference_fixes_the_verify_engine(monkeypatch):
+    """With --enable-deterministic-inference 'auto' must not pick the verify engine by batch size (the Triton and
+    Gluon kernels sum a request's pages in different orders): where Gluon runs it takes every launch."""
+    from sgl_spec.kernels import verify_pages_gluon as vg
+
+    sim = Sim(P=64, speculative=True)
+    be = sim.backend
+    runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=sim.rtt),
+                             token_to_kv_pool=sim.pool, model_config=SimpleNamespace(num_attention_heads=Hq))
+    monkeypatch.setattr(vg, "gluon_verify_support", lambda *a: "")  # as on an H100
+    for invariant, pairs in ((False, auto_min_pairs(Hq // H)), (True, 0)):
+        be.batch_invariant = invariant
+        assert be._resolve_verify_engine(runner, sim.pool) == "gluon"
+        assert be.verify_min_pairs == pairs

@@ -200,6 +200,33 @@ def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
     _close(out, want)
 
 
+@pytest.mark.parametrize("order", ["early", "serial", "last"])
+@pytest.mark.parametrize("lens", [[40000, 20001], [9000] * 5 + [300, 64 * 70 + 3]])
+def test_verify_gluon_ring_order(lens, order, monkeypatch):
+    """engine="gluon" with the ring launch before the page launch (released at once or at its end) or after it
+    (verify_attention.RING_ORDER): every order against the reference, with both partitions, and the page scores (per
+    page, not per program) the same bits whatever the order and partition."""
+    from sgl_spec.kernels import verify_attention as va
+
+    tri, ref = _kernels("verify_attention")
+    monkeypatch.setattr(va, "RING_ORDER", order)
+    gen = torch.Generator().manual_seed(sum(lens))
+    P, nq = 64, 5
+    bt = Batch(lens, P, gen)
+    q = torch.randn(len(lens), nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    q_start = bt.i32([n - nq for n in bt.lens])
+    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    want = ref(*args, scores=torch.full((len(lens), HKV, bt.maxp), float("nan"), device="cuda"))
+    scores = []
+    for invariant in (True, False, False):
+        sc = torch.full((len(lens), HKV, bt.maxp), float("nan"), device="cuda")
+        out = torch.full_like(q, float("nan"))
+        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=invariant)
+        _close(out, want)
+        scores.append(sc.nan_to_num(-7.0))
+    assert all(torch.equal(scores[0], x) for x in scores[1:])
+
+
 @pytest.mark.parametrize("P", [64, 128])
 @pytest.mark.parametrize("ctx", [63, 4097])
 @pytest.mark.parametrize("B", [1, 3, 17])
