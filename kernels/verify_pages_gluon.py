@@ -300,10 +300,10 @@ DIRECT_SCORES = True  # the page programs store the "max" page scores themselves
 
 def direct_scores(score_lse: bool) -> bool:
     """Whether the page programs store the page scores (score kind "max") from their page maxima in shared memory,
-    instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads. Same
-    fp32 operations in the same order as the merge (``_score_tile``), so the same bits. Why: the merge's score
-    programs took 8-19 µs after the page programs at Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with
-    scores, 5 without; bench/results/s25/prof)."""
+    instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads (the
+    same values as the merge's ``_score_tile``, its G-term sum in another order: equal within fp32 rounding; the
+    GPU tests hold both to the reference). Why: the merge's score programs took 8-19 µs after the page programs at
+    Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with scores, 5 without; bench/results/s25/prof)."""
     return DIRECT_SCORES and not score_lse
 
 
