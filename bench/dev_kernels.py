@@ -162,7 +162,6 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
             kw = draft_kwargs(var, B, ids.shape[1], P)
             fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
                                             SM_SCALE, out=out, **kw)
-            fn = _with_knobs(fn, {k: v for k, v in var.items() if k in _KNOBS})  # module knobs (_KNOBS)
             try:
                 ms = timer(fn)
             except Exception as e:  # a variant that does not compile/fit is reported, not fatal
@@ -192,11 +191,10 @@ def verify_variant(var):
     m1=N (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
-    from sgl_spec.kernels import verify_splits as vsp
 
     if var == "v0":
         return v0.verify_attention, True, {}
-    kw, scores, pps, gm, knobs = {}, True, None, "", {}
+    kw, scores, gm, knobs = {}, True, "", {}
     for part in filter(None, var.split("/")):
         if part == "off":
             scores = False
@@ -204,8 +202,6 @@ def verify_variant(var):
             knobs[part.split("=")[0]] = part.split("=")[1]
         elif part.startswith("nr="):
             kw["maxnreg"] = int(part[3:]) or None
-        elif part.startswith("pps="):
-            pps = int(part[4:])
         elif part.startswith("pp="):
             kw["pages_per_iter"] = int(part[3:])
         elif part.startswith("nw="):
@@ -225,22 +221,13 @@ def verify_variant(var):
         elif part.startswith("gm="):  # another verify_pages_gluon module (file NAME.py in --gluon-dir): A/B timing
             kw["engine"] = "gluon"
             gm = part[3:]
-    if gm:
-        return _with_knobs(_with_gluon_module(gm, va.verify_attention), knobs), scores, kw
-    if pps is None:
-        return _with_knobs(va.verify_attention, knobs), scores, kw
-
-    def fn(*a, **k):  # dev only: the split heuristic reads the module knob at launch
-        saved, vsp.PROGRAMS_PER_SM = vsp.PROGRAMS_PER_SM, pps
-        try:
-            return va.verify_attention(*a, **k)
-        finally:
-            vsp.PROGRAMS_PER_SM = saved
-    return fn, scores, kw
+    return _with_knobs(_with_gluon_module(gm, va.verify_attention) if gm else va.verify_attention, knobs), scores, kw
 
 
-_KNOBS = {"ds": ("verify_pages_gluon", "DIRECT_SCORES"), "sv": ("verify_attention", "SCORE_TILE_VEC"),
-          "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"), "ro": ("verify_attention", "RING_ORDER")}
+# verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
+_KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
+          "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
+          "ro": ("verify_attention", "RING_ORDER")}
 
 
 def _with_knobs(fn, knobs):

@@ -31,30 +31,33 @@ def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, 
                     other=float("-inf"))
         if SCORE_LSE:
             x1, x2 = tl.split(tl.permute(tl.reshape(v * sm_scale, [BLOCK_SJ, 2, G]), [0, 2, 1]))
-            mx = tl.maximum(x1, x2)
-            safe = tl.where(mx == float("-inf"), 0.0, mx)
-            acc = tl.sum(safe + tl.log(tl.exp(x1 - safe) + tl.exp(x2 - safe)), 1)
+            acc = tl.sum(_log_add_exp(x1, x2), 1)
         else:
             acc = tl.sum(tl.max(tl.reshape(v, [BLOCK_SJ, 2, G]), 1), 1)
     else:
-        acc = _score_cols(base, ok, n_front, sm_scale, G, SCORE_LSE)
+        acc = _score_strided(base, ok, n_front, sm_scale, G, SCORE_LSE)
     if not SCORE_LSE:
         acc = acc * sm_scale
     tl.store(SCORES + b * ssc_b + hk.to(tl.int64) * ssc_h + jj.to(tl.int64) * ssc_j, acc, mask=ok)
 
 
 @triton.jit
-def _score_cols(base, ok, n_front, sm_scale, G: tl.constexpr, SCORE_LSE: tl.constexpr):
+def _log_add_exp(x1, x2):
+    """Natural log: ln(e^x1 + e^x2); -inf stays -inf (no NaN from -inf - -inf)."""
+    mx = tl.maximum(x1, x2)
+    safe = tl.where(mx == float("-inf"), 0.0, mx)
+    return safe + tl.log(tl.exp(x1 - safe) + tl.exp(x2 - safe))
+
+
+@triton.jit
+def _score_strided(base, ok, n_front, sm_scale, G: tl.constexpr, SCORE_LSE: tl.constexpr):
     """_score_tile's sums one strided column load at a time (any G)."""
     acc = tl.zeros(ok.shape, tl.float32)
     for g in tl.static_range(G):
         a = tl.load(base + g, mask=ok, other=0.0)
         a2 = tl.load(base + G + g, mask=ok & (n_front == 2), other=float("-inf"))
-        if SCORE_LSE:  # natural log: ln(e^x1 + e^x2), x = sm_scale · raw; -inf stays -inf (no NaN from -inf - -inf)
-            x1, x2 = a * sm_scale, a2 * sm_scale
-            mx = tl.maximum(x1, x2)
-            safe = tl.where(mx == float("-inf"), 0.0, mx)
-            acc += safe + tl.log(tl.exp(x1 - safe) + tl.exp(x2 - safe))
+        if SCORE_LSE:  # x = sm_scale · raw
+            acc += _log_add_exp(a * sm_scale, a2 * sm_scale)
         else:
             acc += tl.maximum(a, a2)
     return acc

@@ -212,12 +212,9 @@ def _verify_pages_kernel(
         if N2 > 0:
             _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
                            s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
-    if PDL:
-        if FIRST:  # the ring launch after this one waits for it at its end
-            pass
-        else:  # the ring launch before this one let it start early: end after it, for the merge's sake
-            gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                      pack=1)
+    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it, for the merge's sake
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
 
 
 @gluon.jit
