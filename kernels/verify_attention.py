@@ -420,7 +420,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         NS = triton.cdiv(MAXP, C)  # then C_b = C for every q_start < MAXP * P
     else:
         C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
-                                               pps, ring_in_grid=not gluon)
+                                               pps, ring_in_grid=None if gluon else True)
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)

@@ -272,14 +272,17 @@ NUM_WARPS = 4
 
 def auto_min_pairs(group: int) -> int:
     """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
-    heads a KV head. H100, scores on, same runs, with the ring launch after the page launch (RING_ORDER "last",
-    bench/results/s25/hot_auto, s25/order2): Llama-3-8B (G = 4, nq 5) Gluon is faster from batch 4 at every context
-    measured (4k x 4 32.1 against 33.8 µs, 15k x 4 69 against 91) and at batch 2 from 15k (equal at 15k, 128k x 2 208
-    against 269), 8% slower at 4k x 2 (25.4-26.4 against 23.4-24.2); at batch 1 it is 10-35% slower up to 15k and
-    faster from 32k (128k x 1 116 against 134), and a launch does not know its requests' lengths, so batch 1 keeps
-    the Triton kernel. pycode-30m (G = 2, nq 13): Gluon faster from batch 16 (32 pairs) at 4k and 15k (4k x 16 36.7
-    against 43.5, 15k x 32 121 against 152)."""
-    return 16 if group >= 4 else 32
+    heads a KV head. H100, scores on, same runs, with the ring launch after the page launch (RING_ORDER "last").
+    Llama-3-8B (G = 4, nq 5): faster from batch 2 at every context measured (bench/results/s25/hot_auto, s25/order2:
+    4k x 4 32.1 against 33.8 µs, 128k x 2 208 against 269); at batch 1, with a slot for each ring program
+    (verify_splits.splits_for_batch ring_in_grid=None, bench/results/s26/b1), faster from 24k and slower below
+    (4k 21.0 against 18.1 µs, 8k 24.6 / 22.7, 16k 30.9 / 30.4, 24k 37.1 / 38.3, 64k 68.7 / 75.9, 128k 116.8 /
+    136.1, 256k 210.3 / 254.4), and a launch cannot see its requests' lengths (its CUDA graph serves every length;
+    a launch pair that ran each request in the engine of its length cost 2-5 µs at 4k-24k, s26/b1 "gf="): so every
+    launch, the long contexts this serves being where the time goes. pycode-30m (G = 2, nq 13): faster from batch
+    16 (32 pairs) at 4k and 15k (4k x 16 36.7 against 43.5, 15k x 32 121 against 152), slower at batch 1-4 up to
+    32k (s26/g2: 32k x 4 48.0 against 45.8)."""
+    return 1 if group >= 4 else 32
 
 
 def slim_form(group: int) -> bool:

@@ -29,6 +29,7 @@ CPU_NUM_SMS = 4  # interpreter / CPU tensors: a few splits so the merge path is 
 # be this much cheaper (fewer, longer splits amortize a program's prologue and partial: Llama-3-8B 128k x 1 takes
 # 155 us in one wave of 33 splits, 188 us in four waves of 132)
 SPLIT_SLACK_BATCH = 0.1
+RING_COUNTED_SPLITS = 32  # splits_for_batch(ring_in_grid=None): count the ring programs from this many splits a pair
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,7 +59,7 @@ def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, p
 
 
 def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None,
-                     ring_in_grid: bool = True) -> int:
+                     ring_in_grid: bool | None = True) -> int:
     """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
     B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
     the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
@@ -67,10 +68,17 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
     319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us.
     ``ring_in_grid=False`` (the Gluon engine, whose ring programs are a launch of their own): only the B * Hkv * n
     page programs fill the waves (H100, Llama-3-8B 128k x 8: 7 splits, 1.7 waves, 840 us; 4 or 8 splits 808-812,
-    bench/NOTES_kernels.md session 24)."""
+    bench/NOTES_kernels.md session 24). ``ring_in_grid=None`` (the Gluon engine, where its ring launch runs beside
+    the page launch): the ring programs are counted where there are at most ``slots // (RING_COUNTED_SPLITS + 1)``
+    pairs (batch 1 of Llama-3-8B on an H100: 32 splits, one wave with a slot for each ring program, where 33 left
+    them to run after the page programs: 8k x 1 30.6 -> 24.6 µs, 16k x 1 34.9 -> 30.9, 256k x 1 212.1 -> 210.3;
+    bench/results/s26/b1), not otherwise (there the ring programs are a larger share of the slots than the tail
+    they would take)."""
     pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)
+    if ring_in_grid is None:
+        ring_in_grid = bh <= slots // (RING_COUNTED_SPLITS + 1)
     ring = 1 if ring_in_grid else 0
     best, best_cost = 1, float(triton.cdiv((1 + ring) * bh, slots))
     for waves in range(1, MAX_WAVES + 1):

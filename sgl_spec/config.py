@@ -111,9 +111,9 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "and four pages a step, keys converted straight into tensor-core operands, values through cp.async "
         "(kernels/verify_pages_gluon.py; page size 64, head_dim 128, up to 32 rows of γ+1 positions times the query "
         "heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': the Triton "
-        "kernel; 'auto': gluon where it runs for launches of at least 16 request x KV-head pairs with >= 4 query "
-        "heads a KV head, 32 with fewer (the Triton kernel below, where it was faster on an H100), and for every "
-        "launch with --enable-deterministic-inference. Both compute the same INT8 attention (fp32 sums in another "
+        "kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for launches of "
+        "at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on an H100), "
+        "and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention (fp32 sums in another "
         "order). Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "

@@ -295,8 +295,8 @@ def test_verify_kernel_resolution():
         QuantSpecAttnBackend(runner, "torch_native", cfg)
     be = sim.backend
     be.verify_engine = "gluon"  # as resolved on an H100 (auto: from auto_min_pairs(G) pairs a launch)
-    assert be.verify_min_pairs == auto_min_pairs(Hq // H) == 32  # G = 2 here; Llama-3-8B's G = 4: from 16
-    assert auto_min_pairs(4) == 16 and auto_min_pairs(8) == 16
+    assert be.verify_min_pairs == auto_min_pairs(Hq // H) == 32  # G = 2 here; Llama-3-8B's G = 4: every launch
+    assert auto_min_pairs(4) == 1 and auto_min_pairs(8) == 1
     assert be._verify_kw(5, 4, 32) == {"engine": "gluon"} and be._verify_kw(9, 4, 32) == {}
     assert be._verify_kw(5, 4, 16) == {} and be._verify_kw(5, 4, 8) == {}
     be.verify_min_pairs = 0  # --quantspec-verify-kernel gluon

@@ -1,0 +1,389 @@
+"""Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64, head_dim 128, NQ * G <= 32 rows, sm_90+,
+Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch: --quantspec-verify-kernel).
+
+Why (bench/NOTES_kernels.md, sessions 7 and 22): the Triton verify kernel spends ~3600 warp-instructions and ~17
+CTA barriers a (page, KV head), most of them layout round trips through shared memory around its wgmma tiles. The
+one-warp draft design (kernels/draft_pages_gluon.py) does not carry over as is: with γ+1 rows of G heads (up to 32
+MMA columns) an INT8 page (16 KB) and an O^T accumulator for 128 channels do not fit one warp's registers. So a
+program is **four warps and one split of one (request, KV head)**, and pages go in groups of four
+(kernels/int8_frags_gluon.py holds the operand conversions):
+
+* **scores, one page a warp.** Warp w converts the keys of page w of the group (both planes, byte-wise INT8 asm with
+  the page's s/16 and z' = z + 7.53125 s) straight into the ``mma.sync.m16n8k16`` A fragment, 32 channels at a time
+  (the channel order of the MMA's reduction is free: q^T, an fp16 B operand in shared memory, is stored in the same
+  order, ``_key_channel``), and computes ``S^T [64 tokens, N] = K q^T`` (N = NQ * G padded to a power of two, or
+  17..24 rows as two tiles of 16 + 8 columns on the same converted keys and values, ``row_tiles``);
+* **one softmax step a group.** The group's maximum per row (raw q·k; the four page maxima through shared memory,
+  one barrier) rescales the running sums once per four pages; each warp writes its page's ``p' = p s_v`` (fp16, the
+  value scale folded in, as the Triton kernel does) to shared memory and keeps its own running row sums ``l`` and
+  value-zero terms ``Σ p (z_v + 7.53125 s_v)``;
+* **values, one channel slab a warp.** Warp w reads, for each page of the group, the 16-bit halves of the value
+  words holding its 32 channels (two tokens' halves make the V^T A fragment's token pairs, exact centred codes
+  c - 128) and accumulates ``O^T [32 channels, N] += V^T p'^T``: N fp32 registers a lane instead of 4 N.
+
+Pages move by ``cp.async`` into single shared-memory buffers (keys + scales 36 KB, values 32 KB, ~92 KB a program,
+two programs an SM), a phase ahead: a group's keys while the previous group's values are read, its values while its
+scores are computed (four barriers a group). Keeping the keys in registers instead (loaded a phase ahead, values and
+scales double-buffered, two barriers a group) measured the same or slower (bench/results/s22/dev_variants).
+
+The partials (m, l, unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page
+partition, so the Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged.
+The page scores of kind "max" are stored by the page programs themselves (``direct_scores``), from the page maxima
+in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
+G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the
+loop (scores on: +1.3-1.5% over scores off from batch 8, H100, bench/results/s25/ab_direct).
+"""
+from __future__ import annotations
+
+import torch
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
+
+from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
+                                               _scores, _values_a)
+from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
+                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
+
+# ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
+CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+CPS = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[2, 16], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+CPT = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 8], threads_per_warp=[4, 8], warps_per_cta=[4, 1],
+                                     order=[1, 0]))
+VSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=2, max_phase=4, order=[1, 0]))
+FLAT = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+QSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1]))
+PSM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[0, 1]))
+
+
+@gluon.jit
+def _verify_pages_kernel(
+    q_ptr, s_qb, s_qn, s_qh,
+    ku_ptr, kl_ptr, vu_ptr, vl_ptr, s_wp, s_wh,
+    ks_ptr, kz_ptr, s_sp, s_sh,
+    vs_ptr, vz_ptr, s_vp, s_vh,
+    pt_ptr, s_pb, s_pj, qs_ptr,
+    m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale,
+    qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
+    G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
+    tl_ptr=None,
+):
+    t_start = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+    smid = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+    lin0 = (gl.program_id(0) + gl.num_programs(0) * (gl.program_id(1) + gl.num_programs(1) * gl.program_id(2))).to(gl.int64)
+    gl.store(tl_ptr + lin0 * 4, t_start)
+    gl.store(tl_ptr + lin0 * 4 + 2, smid.to(gl.int64))
+    if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
+        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    s = gl.program_id(0)
+    h = gl.program_id(1)
+    b = gl.program_id(2).to(gl.int64)
+    q_start = gl.load(qs_ptr + b)
+    n_req = (q_start + NQ - 1) // 64  # INT8 pages the window needs
+    Cb = gl.maximum(C, (q_start // 64 + NS) // NS)  # verify_splits._split_pages
+    j0 = s * Cb
+    if j0 < n_req:
+        j1 = gl.minimum(j0 + Cb, n_req)
+        n_scored = q_start // 64
+
+        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1
+        # are tile A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32). SLIM: the row tensors
+        # are computed after the loop and in its masking branch instead of kept live through it (the loop runs at
+        # the 255-register cap; slim_form says where each form measured faster)
+        n_c = gl.arange(0, N, layout=COLS)
+        if SLIM:
+            own_a = q_start  # unused: the masking branch computes the rows' own pages
+            own_b = q_start
+        else:
+            own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+            if N2 > 0:
+                own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+
+        # ---- q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in
+        # shared memory
+        qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, 0, N, NQ, ra,
+                                                                         rb, n_front, lo_r, hi_r, G))
+        if N2 > 0:
+            qsm_b = gl.allocate_shared_memory(gl.float16, [128, N2], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, N,
+                                                                                  N2, NQ, ra, rb, n_front, lo_r,
+                                                                                  hi_r, G))
+            psm_b = gl.allocate_shared_memory(gl.float16, [256, N2], PSM)
+            mx_b = gl.allocate_shared_memory(gl.float32, [4, N2], FLAT)
+        else:  # never read (N2 = 0: one tile)
+            qsm_b = qsm
+        ksm_u = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)  # [page * 64 + token, word]
+        ksm_l = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)
+        sss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)  # key scale pairs [page, pair]
+        zss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)
+        vss = gl.allocate_shared_memory(gl.float16, [4, 64], FLAT)  # value scales [page, token]
+        vzs = gl.allocate_shared_memory(gl.float16, [4, 64], FLAT)
+        vsm_u = gl.allocate_shared_memory(gl.int16, [256, 32], VSM)  # [page * 64 + token, half-word]
+        vsm_l = gl.allocate_shared_memory(gl.int16, [256, 32], VSM)
+        psm = gl.allocate_shared_memory(gl.float16, [256, N], PSM)  # [page * 64 + token, row]
+        mx = gl.allocate_shared_memory(gl.float32, [4, N], FLAT)  # each page's max per row
+        if N2 == 0:
+            psm_b = psm
+        gl.thread_barrier()  # q^T written by all warps, read whole by each
+
+        # ---- index tensors -------------------------------------------------------------------------------------------
+        pt_row = pt_ptr + b * s_pb
+        kR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPK))
+        k_off = (kR % 64)[:, None] * 16 + gl.arange(0, 16, layout=gl.SliceLayout(0, CPK))[None, :]
+        vR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPT))
+        v_off = (vR % 64)[:, None] * 32 + gl.arange(0, 32, layout=gl.SliceLayout(0, CPT))[None, :]
+        sW = gl.arange(0, 4, layout=gl.SliceLayout(1, CPS))
+        s_off = gl.arange(0, 64, layout=gl.SliceLayout(0, CPS))
+        rR = gl.arange(0, 256, layout=ROWS)
+        r_w = (rR >> 4) & 3
+
+        m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
+        acc = gl.zeros([128, N], gl.float32, layout=MMA)
+        zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
+        l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
+        z_w = _per_warp(zero_s)
+        if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
+            m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
+            acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
+            zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
+            l_wb = _per_warp(zero_b)
+            z_wb = _per_warp(zero_b)
+        else:
+            zero_b = zero_s
+
+        # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
+        # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
+        # at the page-maxima barrier instead was 5% slower (H100, 128k x 8)
+        _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr,
+                   kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, j0, j1, kR, k_off,
+                   sW, s_off)
+        _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, j0, j1, vR,
+                     v_off)
+        for jb in range(j0, j1, 4):
+            async_copy.wait_group(1)  # this group's keys (its values may be in flight)
+            gl.thread_barrier()
+            sc, sc_b = _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2)
+            vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
+            vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
+            # masks: a page past the split, or one some rows must not see
+            r_j = jb + r_w
+            if (jb + 3 >= n_scored) | (jb + 3 >= j1):
+                sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM)
+                if N2 > 0:
+                    sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
+                                 rb, n_front, lo_r, hi_r, G, SLIM)
+            cm4 = _page_max(sc)  # [4 w, N]
+            if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
+                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
+            mx.store(cm4)
+            if N2 > 0:
+                mx_b.store(_page_max(sc_b))
+            gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
+            m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
+            if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
+                ps4 = _per_warp(p)
+                lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
+                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, lse, gl.minimum(n_scored, j1), n_front, G, N)
+            l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
+            m_run = m_new
+            if N2 > 0:
+                m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
+                l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
+            async_copy.wait_group(0)  # this group's values
+            gl.thread_barrier()  # p' and the values visible; the key buffers free
+            _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
+                       ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
+                       j1, kR, k_off, sW, s_off)
+            if N2 > 0:
+                acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2)
+            else:
+                acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2)
+            if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
+                if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
+                    _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N)
+                else:
+                    _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
+            gl.thread_barrier()  # p' and the value buffers free
+            _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
+                         j1, vR, v_off)
+        async_copy.wait_group(0)
+
+        # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
+        _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
+                       lo_r, hi_r, G)
+        if N2 > 0:
+            _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
+                           s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
+    t_end = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1)
+    lin = (gl.program_id(0) + gl.num_programs(0) * (gl.program_id(1) + gl.num_programs(1) * gl.program_id(2))).to(gl.int64)
+    gl.store(tl_ptr + lin * 4 + 1, t_end)
+    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it, for the merge's sake
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+@gluon.jit
+def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr):
+    """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages (and tile B's [128, N2]); warp w owns 32
+    channels; each page's V^T fragment is converted once for both tiles."""
+    acc = acc * alpha[None, :]
+    if N2 > 0:
+        acc_b = acc_b * alpha_b[None, :]
+    for u in gl.static_range(4):
+        va = _values_a(vub.slice(64 * u, 64).load(VH), vlb.slice(64 * u, 64).load(VH), OPA)
+        acc = mma_v2(va, psm.slice(64 * u, 64).load(OPB), acc)
+        if N2 > 0:
+            acc_b = mma_v2(va, psm_b.slice(64 * u, 64).load(OPB), acc_b)
+    return acc, acc_b
+
+
+@gluon.jit
+def _copy_values(dst_u, dst_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb, j1, vR, v_off):
+    """cp.async of the value planes of pages jb .. jb + 3 (< j1; the others not copied) into [256, 32] half-words."""
+    ok = (jb + vR // 64) < j1
+    pg = gl.load(pt_row + (jb + vR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
+    at = (pg * s_wp + h * s_wh)[:, None] * 2 + v_off
+    async_copy.async_copy_global_to_shared(dst_u, vu_ptr + at, mask=ok[:, None])
+    async_copy.async_copy_global_to_shared(dst_l, vl_ptr + at, mask=ok[:, None])
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp,
+               s_wh, s_sp, s_sh, s_vp, s_vh, h, jb, j1, kR, k_off, sW, s_off):
+    """cp.async of pages jb .. jb + 3's key planes [256, 16] words, key scale/zero pairs [4, 64] and value
+    scales/zeros [4, 64] (pages at or past j1 not copied)."""
+    ok = (jb + kR // 64) < j1
+    pg = gl.load(pt_row + (jb + kR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
+    at = (pg * s_wp + h * s_wh)[:, None] + k_off
+    async_copy.async_copy_global_to_shared(ksm_u, ku_ptr + at, mask=ok[:, None])
+    async_copy.async_copy_global_to_shared(ksm_l, kl_ptr + at, mask=ok[:, None])
+    sok = (jb + sW) < j1
+    spg = gl.load(pt_row + (jb + sW).to(gl.int64) * s_pj, mask=sok, other=0).to(gl.int64)
+    sat = (spg * s_sp + h * s_sh)[:, None] + s_off[None, :]
+    async_copy.async_copy_global_to_shared(sss, ks_ptr + sat, mask=sok[:, None])
+    async_copy.async_copy_global_to_shared(zss, kz_ptr + sat, mask=sok[:, None])
+    vat = (spg * s_vp + h * s_vh)[:, None] + s_off[None, :]
+    async_copy.async_copy_global_to_shared(vss, vs_ptr + vat, mask=sok[:, None])
+    async_copy.async_copy_global_to_shared(vzs, vz_ptr + vat, mask=sok[:, None])
+    async_copy.commit_group()
+
+
+# ---- launch ------------------------------------------------------------------------------------------------------------
+GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
+PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
+NUM_WARPS = 4
+
+
+def auto_min_pairs(group: int) -> int:
+    """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
+    heads a KV head. H100, scores on, same runs, with the ring launch after the page launch (RING_ORDER "last",
+    bench/results/s25/hot_auto, s25/order2): Llama-3-8B (G = 4, nq 5) Gluon is faster from batch 4 at every context
+    measured (4k x 4 32.1 against 33.8 µs, 15k x 4 69 against 91) and at batch 2 from 15k (equal at 15k, 128k x 2 208
+    against 269), 8% slower at 4k x 2 (25.4-26.4 against 23.4-24.2); at batch 1 it is 10-35% slower up to 15k and
+    faster from 32k (128k x 1 116 against 134), and a launch does not know its requests' lengths, so batch 1 keeps
+    the Triton kernel. pycode-30m (G = 2, nq 13): Gluon faster from batch 16 (32 pairs) at 4k and 15k (4k x 16 36.7
+    against 43.5, 15k x 32 121 against 152)."""
+    return 16 if group >= 4 else 32
+
+
+def slim_form(group: int) -> bool:
+    """The kernel's SLIM form for G query heads a KV head: fewer values live through the page loop (the loop runs at
+    the 255-register cap, where every extra one is a spill). H100, same runs against the session-22 kernel
+    (bench/results/s23/dev_forms/run3): at G = 4 (Llama-3-8B, nq 5) SLIM is 5.1-5.7% faster with scores at 64k-256k x
+    8 and 128k x 1 (128k x 8: 898 against 947 µs) and 0.6-1.9% faster without; at G = 2 (pycode-30m, nq 13) it
+    measured 3-5% slower (run1, run2: 15k x 32 165 against 157 µs), so G < 4 keeps the session-22 form (within 0.7%
+    of it, run3)."""
+    return group >= 4
+
+
+DIRECT_SCORES = True  # the page programs store the "max" page scores themselves (direct_scores)
+
+
+def direct_scores(score_lse: bool) -> bool:
+    """Whether the page programs store the page scores (score kind "max") from their page maxima in shared memory,
+    instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads (the
+    same values as the merge's ``_score_tile``, its G-term sum in another order: equal within fp32 rounding; the
+    GPU tests hold both to the reference). Why: the merge's score programs took 8-19 µs after the page programs at
+    Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with scores, 5 without; bench/results/s25/prof)."""
+    return DIRECT_SCORES and not score_lse
+
+
+def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
+    """'' where the Gluon verify page programs cover the shapes (page size, head_dim / 2, G, NQ), else why not."""
+    if page_size != GLUON_PAGE_SIZE or 2 * half_dim != GLUON_HEAD_DIM:
+        return (f"the Gluon verify kernel covers page size {GLUON_PAGE_SIZE} and head_dim {GLUON_HEAD_DIM}, not "
+                f"{page_size} / {2 * half_dim}")
+    if not 1 <= nq * group <= GLUON_MAX_ROWS:
+        return f"the Gluon verify kernel covers up to {GLUON_MAX_ROWS} rows (γ+1 times G), not {nq} x {group}"
+    return ""
+
+
+def gluon_verify_support(device, page_size: int, head_dim: int, group: int, nq: int) -> str:
+    """'' where ``verify_attention(engine="gluon")`` runs for windows of ``nq`` rows, else why not (one line)."""
+    from sgl_spec.kernels.draft_launch import gluon_device_support
+
+    return gluon_verify_shapes(page_size, head_dim // 2, group, nq) or gluon_device_support(device, "verify")
+
+
+def _rows_tile(rows: int) -> int:
+    """The MMA's N: rows padded to a power of two, at least 8."""
+    return max(8, 1 << (rows - 1).bit_length())
+
+
+SPLIT_ROWS = True  # 17..24 rows as tiles of 16 + 8 columns (row_tiles); False: one tile of 32
+
+
+def row_tiles(rows: int, group: int) -> tuple[int, int]:
+    """(N, N2): the MMA columns of tile A and tile B for ``rows`` = γ+1 times G. Rows are padded to whole n8 MMA
+    tiles, but a Gluon tensor's shape is a power of two: 17..24 rows (Llama-3-8B's γ+1 = 5 or 6 at G = 4) go as
+    16 + 8 columns instead of 32, a quarter less of the score and P·V MMAs, the softmax and p' (the key and value
+    conversions are shared by both tiles). The score rows (columns < 2G) must sit in tile A."""
+    n = _rows_tile(rows)
+    if SPLIT_ROWS and 16 < rows <= 24 and 2 * group <= 16:
+        return 16, 8
+    return n, 0
+
+
+def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
+                 has_scores, score_lse, scores=None, sm_scale=1.0, first=False):
+    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
+    ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge. ``first``: launched
+    before the ring launch (verify_attention.RING_ORDER "last"), else after it."""
+    from sgl_spec.kernels.pdl import pdl_kwargs
+
+    B, NQ, Hq, _ = q.shape
+    Hkv = store.k_upper.shape[1]
+    G = Hq // Hkv
+    vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
+    n1, n2 = row_tiles(NQ * G, G)
+    sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT
+    _verify_pages_kernel[(NS, Hkv, B)](
+        q, q.stride(0), q.stride(1), q.stride(2),
+        words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
+        ks32, kz32, ks32.stride(0), ks32.stride(1),
+        store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
+        page_table, page_table.stride(0), page_table.stride(1), q_start,
+        pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
+        sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
+        qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
+        G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
+        DIRECT=scores is not None, FIRST=bool(first),
+        num_warps=NUM_WARPS, tl_ptr=_tl(NS * Hkv * B, q.device), **pdl_kwargs(q.device),
+    )
+
+
+TL = {}
+
+
+def _tl(n, dev):
+    t = TL.get("buf")
+    if t is None or t.numel() < n * 4:
+        t = TL["buf"] = torch.zeros(max(n, 4096) * 4, dtype=torch.int64, device=dev)
+    TL["n"] = n
+    return t
+
