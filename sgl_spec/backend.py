@@ -145,14 +145,15 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         if want == "gluon" and why:
             raise ValueError(f"--quantspec-verify-kernel gluon: {why}; use --quantspec-verify-kernel triton (or auto)")
         engine = "triton" if why else "gluon"
-        # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs, where it was faster
-        # (kernels/verify_pages_gluon.py auto_min_pairs); 'gluon' takes Gluon for every batch
+        # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs where it was faster (fewer than
+        # 4 query heads a KV head; kernels/verify_pages_gluon.py auto_min_pairs); 'gluon' takes Gluon for every batch
         # --enable-deterministic-inference: the engine must not follow the batch either (the two engines sum a
         # request's pages in different orders), so a Gluon-capable launch takes Gluon at every batch size
         if want == "gluon" or (self.batch_invariant and engine == "gluon"):
             self.verify_min_pairs = 0
         logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
-            f" (from {self.verify_min_pairs} request x KV-head pairs a launch)" if want == "auto" else ""))
+            f" (from {self.verify_min_pairs} request x KV-head pairs a launch)"
+            if want == "auto" and self.verify_min_pairs > 1 else ""))
         return engine
 
     def _verify_kw(self, nq: int, group: int, pairs: int) -> dict:
