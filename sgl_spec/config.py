@@ -113,8 +113,8 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': the Triton "
         "kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for launches of "
         "at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on an H100), "
-        "and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention (fp32 sums in another "
-        "order). Default: auto."))),
+        "and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention (fp32 sums "
+        "in another order). Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
