@@ -278,10 +278,10 @@ def auto_min_pairs(group: int) -> int:
     (verify_splits.splits_for_batch ring_in_grid=None, bench/results/s26/b1), faster from 24k and slower below
     (4k 21.0 against 18.1 µs, 8k 24.6 / 22.7, 16k 30.9 / 30.4, 24k 37.1 / 38.3, 64k 68.7 / 75.9, 128k 116.8 /
     136.1, 256k 210.3 / 254.4), and a launch cannot see its requests' lengths (its CUDA graph serves every length;
-    a launch pair that ran each request in the engine of its length cost 2-5 µs at 4k-24k, s26/b1 "gf="): so every
-    launch, the long contexts this serves being where the time goes. pycode-30m (G = 2, nq 13): faster from batch
-    16 (32 pairs) at 4k and 15k (4k x 16 36.7 against 43.5, 15k x 32 121 against 152), slower at batch 1-4 up to
-    32k (s26/g2: 32k x 4 48.0 against 45.8)."""
+    a launch pair that ran each request in the engine of its length, a dev variant since removed, cost 2-5 µs at
+    4k-24k: s26/b1, columns "gf="): so every launch, the long contexts this serves being where the time goes.
+    pycode-30m (G = 2, nq 13): faster from batch 16 (32 pairs) at 4k and 15k (4k x 16 36.7 against 43.5, 15k x 32
+    121 against 152), slower at batch 1-4 up to 32k (s26/g2: 32k x 4 48.0 against 45.8)."""
     return 1 if group >= 4 else 32
 
 

@@ -66,14 +66,14 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
     SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
     γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
     319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us.
-    ``ring_in_grid=False`` (the Gluon engine, whose ring programs are a launch of their own): only the B * Hkv * n
-    page programs fill the waves (H100, Llama-3-8B 128k x 8: 7 splits, 1.7 waves, 840 us; 4 or 8 splits 808-812,
-    bench/NOTES_kernels.md session 24). ``ring_in_grid=None`` (the Gluon engine, where its ring launch runs beside
-    the page launch): the ring programs are counted where there are at most ``slots // (RING_COUNTED_SPLITS + 1)``
-    pairs (batch 1 of Llama-3-8B on an H100: 32 splits, one wave with a slot for each ring program, where 33 left
-    them to run after the page programs: 8k x 1 30.6 -> 24.6 µs, 16k x 1 34.9 -> 30.9, 256k x 1 212.1 -> 210.3;
-    bench/results/s26/b1), not otherwise (there the ring programs are a larger share of the slots than the tail
-    they would take)."""
+    ``ring_in_grid=False``: only the B * Hkv * n page programs fill the waves (the Gluon engine's rule in sessions
+    24-25, its ring programs being a launch of their own; H100, Llama-3-8B 128k x 8: 7 splits, 1.7 waves, 840 us; 4
+    or 8 splits 808-812, bench/NOTES_kernels.md session 24). ``ring_in_grid=None`` (the Gluon engine's rule now, its
+    ring launch running beside the page launch): as False, except that the ring programs are counted (as True) where
+    there are at most ``slots // (RING_COUNTED_SPLITS + 1)`` pairs (batch 1 of Llama-3-8B on an H100: 32 splits, one
+    wave with a slot for each ring program, where 33 left them to run after the page programs: 8k x 1 30.6 -> 24.6
+    µs, 16k x 1 34.9 -> 30.9, 256k x 1 212.1 -> 210.3; bench/results/s26/b1); elsewhere the ring programs are a larger
+    share of the slots than the tail they would take."""
     pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)
