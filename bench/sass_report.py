@@ -140,7 +140,7 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1, st=0):
+def _draft_gluon(G=4, pf=1, st=0, sub=1):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
@@ -149,14 +149,14 @@ def _draft_gluon(G=4, pf=1, st=0):
     types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
                  qk_scale="fp32")
-    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st))
+    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub)
     cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1, source=GluonASTSource)
-    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} (one warp a page)")
+    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} (one warp a page)")
     text = sass(cc)
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -168,12 +168,12 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True):
                  l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
     slim = vg.slim_form(G) if slim is None else bool(slim)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and not lse and vg.DIRECT_SCORES, FIRST=first)
+                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)}")
+               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
@@ -186,10 +186,10 @@ if __name__ == "__main__":
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
-                      bool(int(kv.get("first", 1))))
-    elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1]
+                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64)
+    elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
-        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)))
+        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64)
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):

@@ -43,7 +43,8 @@ import triton.language as tl
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT,
                                            NUM_STAGES, _sm_count, GLUON_HEAD_DIM, GLUON_MAX_GROUP, GLUON_PAGE_SIZE,
-                                           gluon_draft_shapes, launch_config, num_splits_for)
+                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_PAGE_SIZES, gluon_draft_shapes,
+                                           launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING, _attend_hot
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
 from sgl_spec.kernels.nibble_words import (_div16, _key_frag, _keys_f16, _tok_perm, _values_f16, key_frag_channels,
@@ -349,7 +350,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     if gluon:
         why = gluon_draft_shapes(P, D, G) or ("" if dev.type == "cuda" and not _interpreting() else f"on {dev}")
         if why:
-            raise ValueError(f"draft_decode: engine='gluon' needs P = {GLUON_PAGE_SIZE}, head_dim {GLUON_HEAD_DIM}, "
+            raise ValueError(f"draft_decode: engine='gluon' needs P in {GLUON_PAGE_SIZES}, head_dim {GLUON_HEAD_DIM}, "
                              f"G <= {GLUON_MAX_GROUP} and a CUDA device: {why}")
     if engine not in (None, "triton", "gluon"):
         raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
@@ -364,6 +365,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         raise ValueError(f"draft_decode: prefetch must be 0 or 1, got {prefetch}")
     fs = P <= FLAT_SCALES_MAX_P if flat_scales is None else bool(flat_scales)
     st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
+    if gluon and gpad <= 16 and B * Hkv >= GLUON_HOT_MIN_PAIRS:  # this launch runs the hot-token programs only
+        nw = int(num_warps) if num_warps else GLUON_HOT_LAUNCH[0]
+        st = int(num_stages) if num_stages else GLUON_HOT_LAUNCH[1]
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
     ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
     mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
@@ -371,8 +375,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
     # merge step: MERGE_CHUNK partials, or as many as a MERGE_TILE-element step holds with narrower channel blocks
     mc = triton.next_power_of_2(int(merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
-    ns = int(num_splits) if num_splits is not None else num_splits_for(
-        B, Hkv, maxp, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
+    sub = P // GLUON_PAGE_SIZE if gluon else 1  # Gluon: a page as P / 64 sub-pages of 64 tokens, each a page program's
+    ns = int(num_splits) if num_splits is not None else num_splits_for(  # step, so the list is sub times longer
+        B, Hkv, maxp * sub, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     # 16-bit hot operands as stored (the interpreter cannot dot bf16); fp32 models keep the fp32 dots
@@ -413,7 +418,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
             ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
             page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
-            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP,
+            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
             STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), num_warps=1,
             **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
     _draft_decode_merge_kernel[(B * Hq, mb)](

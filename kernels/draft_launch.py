@@ -113,15 +113,24 @@ def _makespan(bh: int, max_pages: int, splits: int, slots: int) -> float:
 
 # engine="gluon" (kernels/draft_pages_gluon.py): the shapes and machines it is built and tested for
 GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_GROUP = 64, 128, 8  # the tile the kernel's layouts hard-code
+GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (draft_pages_gluon._sub_page)
+# the hot-token launch beside the Gluon page programs: (num_warps, num_stages) from GLUON_HOT_MIN_PAIRS (request,
+# KV head) pairs a launch (fewer: launch_config's; P = 64 has (4, 1) either way). At P = 128 launch_config's (8, 2)
+# made the hot programs hold SM slots the page warps wait for: H100, Llama-3-8B dense drafts at 128k x 2 / 4 / 8
+# 133 / 245 / 455 -> 116 / 215 / 414 us, 256k x 8 895 -> 810, 32k x 32 448 -> 420, sparse equal or faster; at batch
+# 1 (8 pairs), where a hot program's own time (2 pages of 128 tokens) is on the path, (8, 2) is faster (sparse 8k /
+# 32k 12.0 / 13.3 against 13.8 / 14.3 us, dense 128k equal) (bench/results/s28/hot_config)
+GLUON_HOT_LAUNCH = (4, 1)
+GLUON_HOT_MIN_PAIRS = 9
 GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the tests assume sm_90+
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
 
 
 def gluon_draft_shapes(page_size: int, head_dim: int, group: int) -> str:
     """'' where the Gluon draft kernel covers the shapes, else why not (cheap: draft_decode checks it every call)."""
-    if page_size != GLUON_PAGE_SIZE or head_dim != GLUON_HEAD_DIM:
-        return (f"the Gluon draft kernel covers page size {GLUON_PAGE_SIZE} and head_dim {GLUON_HEAD_DIM}, not "
-                f"{page_size} / {head_dim}")
+    if page_size not in GLUON_PAGE_SIZES or head_dim != GLUON_HEAD_DIM:
+        return (f"the Gluon draft kernel covers page size {' or '.join(map(str, GLUON_PAGE_SIZES))} and head_dim "
+                f"{GLUON_HEAD_DIM}, not {page_size} / {head_dim}")
     if not 1 <= group <= GLUON_MAX_GROUP:
         return f"the Gluon draft kernel covers up to {GLUON_MAX_GROUP} query heads a KV head, not {group}"
     return ""

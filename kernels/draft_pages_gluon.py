@@ -1,5 +1,7 @@
-"""Gluon page programs for ``draft_decode`` (``engine="gluon"``; P = 64, head_dim 128, G <= 8, sm_90+, Triton 3.6;
-the server's default where it runs: ``--quantspec-draft-kernel auto``, kernels/draft_launch.py gluon_draft_support).
+"""Gluon page programs for ``draft_decode`` (``engine="gluon"``; P = 64 or 128, head_dim 128, G <= 8, sm_90+, Triton
+3.6; the server's default where it runs: ``--quantspec-draft-kernel auto``, kernels/draft_launch.py
+gluon_draft_support). A 128-token page runs as two 64-token sub-pages (``SUB`` = 2, ``_sub_page``): the same tile,
+the list twice as long.
 
 Why a second form of the page loop (bench/NOTES_kernels.md, session 21): the Triton kernel spends ~2200
 warp-instructions and 9 CTA barriers a (page, KV head) on a 4-warp wgmma tile, most of them layout conversions
@@ -116,11 +118,23 @@ def _values_a(vw, OP: gl.constexpr):
 
 
 @gluon.jit
+def _sub_page(i, ids, mask, SUB: gl.constexpr):
+    """The page id and half of list position ``i`` counted in 64-token sub-pages (SUB = P / 64): a 128-token page is
+    two sub-pages that share its key scales (keys are grouped per channel over the whole page), its words and value
+    scales split at token 64 (the planes are token-major, ``sgl_spec/kvformat.py``)."""
+    if SUB == 1:
+        return gl.load(ids + i, mask=mask, other=0), 0
+    else:
+        return gl.load(ids + i // SUB, mask=mask, other=0), i % SUB
+
+
+@gluon.jit
 def _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh, page, h, ok,
-               KW: gl.constexpr, VW: gl.constexpr, KSC: gl.constexpr, VSL: gl.constexpr):
-    """One page's words, key scale/zero pair words and value scales/zeros for KV head h (masked by ok)."""
+               KW: gl.constexpr, VW: gl.constexpr, KSC: gl.constexpr, VSL: gl.constexpr, half=0):
+    """One 64-token (sub-)page's words, key scale/zero pair words and value scales/zeros for KV head h (masked by
+    ok); ``half``: which 64 tokens of a 128-token page (0 at P = 64)."""
     pg = page.to(gl.int64)
-    base = pg * s_up + h * s_uh
+    base = pg * s_up + h * s_uh + half * 1024  # 64 tokens x 16 words
     kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
     kc = gl.arange(0, 16, layout=gl.SliceLayout(0, KW))
     kw = gl.load(ku_ptr + base + kt[:, None] * 16 + kc[None, :], mask=ok, other=0, cache_modifier=".cg")
@@ -133,7 +147,7 @@ def _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp
     z_lo = gl.load(kz_ptr + so, mask=ok, other=0, eviction_policy="evict_first")
     z_hi = gl.load(kz_ptr + so + 32, mask=ok, other=0, eviction_policy="evict_first")
     tv = gl.arange(0, 64, layout=VSL)
-    vo = pg * s_vsp + h * s_vsh + tv
+    vo = pg * s_vsp + h * s_vsh + half * 64 + tv
     vs = gl.load(vs_ptr + vo, mask=ok, other=0.0, eviction_policy="evict_first")
     vz = gl.load(vz_ptr + vo, mask=ok, other=0.0, eviction_policy="evict_first")
     return kw, vw, s_lo, s_hi, z_lo, z_hi, vs, vz
@@ -172,7 +186,7 @@ def _draft_pages_kernel(
     m_ptr, l_ptr, acc_ptr,
     qk_scale, HKV,
     G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, PREFETCH: gl.constexpr = True,
-    STRIDED: gl.constexpr = False, NPAGES=1,
+    STRIDED: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -203,20 +217,22 @@ def _draft_pages_kernel(
     q_b = (gl.load(q_at, mask=(qn < G)[None, :], other=0.0).to(gl.float32) * qk_scale).to(gl.float16)
 
     ids = pid_ptr + b.to(gl.int64) * s_pb + h.to(gl.int64) * s_ph
-    n = gl.minimum(gl.maximum(gl.load(np_ptr + b), 0), MAXP)
+    # list positions in 64-token sub-pages (SUB = P / 64 of them a list entry, ``_sub_page``)
+    n = gl.minimum(gl.maximum(gl.load(np_ptr + b), 0), MAXP) * SUB
     if STRIDED:  # pages s, s + NUM_SPLITS, ...: the first page id does not wait for the page count
         lo = s
         hi = n
         ST: gl.constexpr = NUM_SPLITS
         # issued beside the page-count load; a stale id past the list is clamped into the pool (read, never used)
-        pg0 = gl.minimum(gl.maximum(gl.load(ids + lo, mask=lo < MAXP, other=0), 0), NPAGES - 1)
-        ok0 = lo < MAXP
+        pg0, half0 = _sub_page(lo, ids, lo < MAXP * SUB, SUB)
+        pg0 = gl.minimum(gl.maximum(pg0, 0), NPAGES - 1)
+        ok0 = lo < MAXP * SUB
     else:  # a contiguous share of the list
         per = (n + NUM_SPLITS - 1) // NUM_SPLITS
         lo = gl.minimum(s * per, n)
         hi = gl.minimum(lo + per, n)
         ST: gl.constexpr = 1
-        pg0 = gl.load(ids + lo, mask=lo < hi, other=0)
+        pg0, half0 = _sub_page(lo, ids, lo < hi, SUB)
         ok0 = lo < hi
 
     m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
@@ -231,18 +247,19 @@ def _draft_pages_kernel(
     if not PREFETCH:
         ok0 = lo > lo  # no page ahead: the prologue load is masked off
     cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                     pg0, h, ok0, KW, VW, KSC, VSL)
-    pg_next = gl.load(ids + lo + ST, mask=lo + ST < hi, other=0)
+                     pg0, h, ok0, KW, VW, KSC, VSL, half0)
+    pg_next, half_next = _sub_page(lo + ST, ids, lo + ST < hi, SUB)
     for i in range(lo, hi, ST):
         if PREFETCH:
             nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                             pg_next, h, i + ST < hi, KW, VW, KSC, VSL)
-            pg_next = gl.load(ids + i + 2 * ST, mask=i + 2 * ST < hi, other=0)
+                             pg_next, h, i + ST < hi, KW, VW, KSC, VSL, half_next)
+            pg_next, half_next = _sub_page(i + 2 * ST, ids, i + 2 * ST < hi, SUB)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
             cur = nxt
         else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
+            pg_i, half_i = _sub_page(i, ids, i < hi, SUB)
             page = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
-                              s_vsh, gl.load(ids + i), h, i < hi, KW, VW, KSC, VSL)
+                              s_vsh, pg_i, h, i < hi, KW, VW, KSC, VSL, half_i)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
 
     # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order

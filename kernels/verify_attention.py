@@ -428,7 +428,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer for the merge, never touched without scores
     nr = MAXNREG if maxnreg is None else maxnreg
-    direct = gluon and scores is not None and vg.direct_scores(lse)  # the Gluon page programs store the scores
+    direct = gluon and scores is not None and vg.direct_scores(lse, P)  # the Gluon page programs store the scores
     raw_on = scores is not None and not direct
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)

@@ -1,5 +1,7 @@
-"""Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64, head_dim 128, NQ * G <= 32 rows, sm_90+,
-Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch: --quantspec-verify-kernel).
+"""Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64 or 128, head_dim 128, NQ * G <= 32 rows,
+sm_90+, Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch:
+--quantspec-verify-kernel). A 128-token page runs as two 64-token sub-pages (``SUB`` = 2, ``_sub_page``) that share
+its key scales: the same tile, splits and groups at whole pages, the page scores reduced over both sub-pages.
 
 Why (bench/NOTES_kernels.md, sessions 7 and 22): the Triton verify kernel spends ~3600 warp-instructions and ~17
 CTA barriers a (page, KV head), most of them layout round trips through shared memory around its wgmma tiles. The
@@ -70,20 +72,26 @@ def _verify_pages_kernel(
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
+    SUB: gl.constexpr = 1,
 ):
     if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)
+    # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
+    gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
     s = gl.program_id(0)
     h = gl.program_id(1)
     b = gl.program_id(2).to(gl.int64)
     q_start = gl.load(qs_ptr + b)
-    n_req = (q_start + NQ - 1) // 64  # INT8 pages the window needs
-    Cb = gl.maximum(C, (q_start // 64 + NS) // NS)  # verify_splits._split_pages
+    # page indices below count 64-token sub-pages: SUB = P / 64 of them a page (a 128-token page as two sub-pages
+    # that share its key scales); the partition, the window's INT8 pages and the scored pages are whole pages
+    PT: gl.constexpr = 64 * SUB  # tokens a page
+    n_req = (q_start + NQ - 1) // PT * SUB  # INT8 (sub-)pages the window needs
+    Cb = gl.maximum(C, (q_start // PT + NS) // NS) * SUB  # verify_splits._split_pages, in sub-pages
     j0 = s * Cb
     if j0 < n_req:
         j1 = gl.minimum(j0 + Cb, n_req)
-        n_scored = q_start // 64
+        n_scored = q_start // PT * SUB
 
         # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1
         # are tile A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32). SLIM: the row tensors
@@ -94,9 +102,10 @@ def _verify_pages_kernel(
             own_a = q_start  # unused: the masking branch computes the rows' own pages
             own_b = q_start
         else:
-            own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+            own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SUB)
             if N2 > 0:
-                own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+                own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G,
+                                   SUB)
 
         # ---- q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in
         # shared memory
@@ -154,9 +163,9 @@ def _verify_pages_kernel(
         # at the page-maxima barrier instead was 5% slower (H100, 128k x 8)
         _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr,
                    kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, j0, j1, kR, k_off,
-                   sW, s_off)
+                   sW, s_off, SUB)
         _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, j0, j1, vR,
-                     v_off)
+                     v_off, SUB)
         for jb in range(j0, j1, 4):
             async_copy.wait_group(1)  # this group's keys (its values may be in flight)
             gl.thread_barrier()
@@ -166,10 +175,10 @@ def _verify_pages_kernel(
             # masks: a page past the split, or one some rows must not see
             r_j = jb + r_w
             if (jb + 3 >= n_scored) | (jb + 3 >= j1):
-                sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM)
+                sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM, SUB)
                 if N2 > 0:
                     sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
-                                 rb, n_front, lo_r, hi_r, G, SLIM)
+                                 rb, n_front, lo_r, hi_r, G, SLIM, SUB)
             cm4 = _page_max(sc)  # [4 w, N]
             if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
                 _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
@@ -179,9 +188,11 @@ def _verify_pages_kernel(
             gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
             m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
             if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
-                ps4 = _per_warp(p)
+                ps4 = _per_warp(p)  # each sub-page's Σ p, against the group's one running max
+                if SUB > 1:  # a page's sub-pages: the sums add (the same max)
+                    ps4 = gl.sum(gl.reshape(ps4, [4 // SUB, SUB, N]), 1)
                 lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
-                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, lse, gl.minimum(n_scored, j1), n_front, G, N)
+                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb // SUB, lse, gl.minimum(n_scored, j1) // SUB, n_front, G, N)
             l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
             m_run = m_new
             if N2 > 0:
@@ -191,19 +202,19 @@ def _verify_pages_kernel(
             gl.thread_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
-                       j1, kR, k_off, sW, s_off)
+                       j1, kR, k_off, sW, s_off, SUB)
             if N2 > 0:
                 acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2)
             else:
                 acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2)
             if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
                 if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
-                    _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N)
+                    _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
                 else:
                     _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
             gl.thread_barrier()  # p' and the value buffers free
             _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
-                         j1, vR, v_off)
+                         j1, vR, v_off, SUB)
         async_copy.wait_group(0)
 
         # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
@@ -233,11 +244,21 @@ def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr):
 
 
 @gluon.jit
-def _copy_values(dst_u, dst_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb, j1, vR, v_off):
+def _sub_page(pt_row, s_pj, j, ok, SUB: gl.constexpr):
+    """The page id (int64) and the first token within it of (sub-)page index j: page table entry j // SUB, tokens
+    64 (j % SUB) .. + 63 (the planes and value scales are token-major, sgl_spec/kvformat.py)."""
+    if SUB == 1:
+        return gl.load(pt_row + j.to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64), 0
+    else:
+        return gl.load(pt_row + (j // SUB).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64), (j % SUB) * 64
+
+
+@gluon.jit
+def _copy_values(dst_u, dst_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb, j1, vR, v_off, SUB: gl.constexpr):
     """cp.async of the value planes of pages jb .. jb + 3 (< j1; the others not copied) into [256, 32] half-words."""
     ok = (jb + vR // 64) < j1
-    pg = gl.load(pt_row + (jb + vR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
-    at = (pg * s_wp + h * s_wh)[:, None] * 2 + v_off
+    pg, t0 = _sub_page(pt_row, s_pj, jb + vR // 64, ok, SUB)
+    at = ((pg * s_wp + h * s_wh) * 2 + t0 * 32)[:, None] + v_off
     async_copy.async_copy_global_to_shared(dst_u, vu_ptr + at, mask=ok[:, None])
     async_copy.async_copy_global_to_shared(dst_l, vl_ptr + at, mask=ok[:, None])
     async_copy.commit_group()
@@ -245,20 +266,20 @@ def _copy_values(dst_u, dst_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb, 
 
 @gluon.jit
 def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp,
-               s_wh, s_sp, s_sh, s_vp, s_vh, h, jb, j1, kR, k_off, sW, s_off):
+               s_wh, s_sp, s_sh, s_vp, s_vh, h, jb, j1, kR, k_off, sW, s_off, SUB: gl.constexpr):
     """cp.async of pages jb .. jb + 3's key planes [256, 16] words, key scale/zero pairs [4, 64] and value
     scales/zeros [4, 64] (pages at or past j1 not copied)."""
     ok = (jb + kR // 64) < j1
-    pg = gl.load(pt_row + (jb + kR // 64).to(gl.int64) * s_pj, mask=ok, other=0).to(gl.int64)
-    at = (pg * s_wp + h * s_wh)[:, None] + k_off
+    pg, t0 = _sub_page(pt_row, s_pj, jb + kR // 64, ok, SUB)
+    at = (pg * s_wp + h * s_wh + t0 * 16)[:, None] + k_off
     async_copy.async_copy_global_to_shared(ksm_u, ku_ptr + at, mask=ok[:, None])
     async_copy.async_copy_global_to_shared(ksm_l, kl_ptr + at, mask=ok[:, None])
     sok = (jb + sW) < j1
-    spg = gl.load(pt_row + (jb + sW).to(gl.int64) * s_pj, mask=sok, other=0).to(gl.int64)
+    spg, st0 = _sub_page(pt_row, s_pj, jb + sW, sok, SUB)
     sat = (spg * s_sp + h * s_sh)[:, None] + s_off[None, :]
     async_copy.async_copy_global_to_shared(sss, ks_ptr + sat, mask=sok[:, None])
     async_copy.async_copy_global_to_shared(zss, kz_ptr + sat, mask=sok[:, None])
-    vat = (spg * s_vp + h * s_vh)[:, None] + s_off[None, :]
+    vat = (spg * s_vp + h * s_vh + st0)[:, None] + s_off[None, :]
     async_copy.async_copy_global_to_shared(vss, vs_ptr + vat, mask=sok[:, None])
     async_copy.async_copy_global_to_shared(vzs, vz_ptr + vat, mask=sok[:, None])
     async_copy.commit_group()
@@ -266,6 +287,7 @@ def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr,
 
 # ---- launch ------------------------------------------------------------------------------------------------------------
 GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
+GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (SUB = 2, _sub_page)
 PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
 NUM_WARPS = 4
 
@@ -298,20 +320,20 @@ def slim_form(group: int) -> bool:
 DIRECT_SCORES = True  # the page programs store the "max" page scores themselves (direct_scores)
 
 
-def direct_scores(score_lse: bool) -> bool:
+def direct_scores(score_lse: bool, page_size: int = GLUON_PAGE_SIZE) -> bool:
     """Whether the page programs store the page scores (score kind "max") from their page maxima in shared memory,
     instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads (the
     same values as the merge's ``_score_tile``, its G-term sum in another order: equal within fp32 rounding; the
     GPU tests hold both to the reference). Why: the merge's score programs took 8-19 µs after the page programs at
     Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with scores, 5 without; bench/results/s25/prof)."""
-    return DIRECT_SCORES and not score_lse
+    return (DIRECT_SCORES or page_size > GLUON_PAGE_SIZE) and not score_lse  # RAW max of sub-pages: not written
 
 
 def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
     """'' where the Gluon verify page programs cover the shapes (page size, head_dim / 2, G, NQ), else why not."""
-    if page_size != GLUON_PAGE_SIZE or 2 * half_dim != GLUON_HEAD_DIM:
-        return (f"the Gluon verify kernel covers page size {GLUON_PAGE_SIZE} and head_dim {GLUON_HEAD_DIM}, not "
-                f"{page_size} / {2 * half_dim}")
+    if page_size not in GLUON_PAGE_SIZES or 2 * half_dim != GLUON_HEAD_DIM:
+        return (f"the Gluon verify kernel covers page size {' or '.join(map(str, GLUON_PAGE_SIZES))} and head_dim "
+                f"{GLUON_HEAD_DIM}, not {page_size} / {2 * half_dim}")
     if not 1 <= nq * group <= GLUON_MAX_ROWS:
         return f"the Gluon verify kernel covers up to {GLUON_MAX_ROWS} rows (γ+1 times G), not {nq} x {group}"
     return ""
@@ -351,7 +373,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     from sgl_spec.kernels.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
-    Hkv = store.k_upper.shape[1]
+    Hkv, P = store.k_upper.shape[1:3]
     G = Hq // Hkv
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
     n1, n2 = row_tiles(NQ * G, G)
@@ -366,6 +388,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
-        DIRECT=scores is not None, FIRST=bool(first),
+        DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -38,19 +38,20 @@ def _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, n0, NT: gl.constexpr, NQ, ra, rb, n_f
 
 
 @gluon.jit
-def _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr):
-    """Each column's own page (the page of its window row) for the columns n_c [NT] (COLS)."""
+def _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr, SUB: gl.constexpr = 1):
+    """Each column's own page (the page of its window row) for the columns n_c [NT] (COLS), as the index of its
+    first 64-token sub-page (SUB = P / 64): a row sees the INT8 pages before its own page whole."""
     i_c, _ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
-    return (q_start + i_c) // 64
+    return (q_start + i_c) // (64 * SUB) * SUB
 
 
 @gluon.jit
 def _mask(sc, r_j, j1, n_scored, own, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr,
-          SLIM: gl.constexpr):
+          SLIM: gl.constexpr, SUB: gl.constexpr = 1):
     """Scores of pages past the split or past a column's own page (causal among the window's pages) -> -inf.
     SLIM: the columns' own pages computed here (rare: only a split's last group) instead of kept live."""
     if SLIM:
-        own = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G)
+        own = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SUB)
     vis = (r_j[:, None] < j1) & ((r_j[:, None] < n_scored) | (r_j[:, None] < own[None, :]))
     return gl.where(vis, sc, float("-inf"))
 
@@ -103,15 +104,16 @@ def _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk
 
 @gluon.jit
 def _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, val, lim, n_front, G: gl.constexpr, N: gl.constexpr):
-    """Score-row values [4 w, N] of the group's pages jb + w (< lim) into RAW [B, Hkv, MAXP, 2G] (row n < n_front G).
-    Only the first K = max(8, 2G) columns can be score rows: the others are cut off in registers first (fewer
-    predicated stores and addresses live in the loop)."""
+    """Score-row values [W, N] of the group's pages jb + w (< lim) into RAW [B, Hkv, MAXP, 2G] (row n < n_front G;
+    W = 4 pages, or 2 where a page is two sub-pages). Only the first K = max(8, 2G) columns can be score rows: the
+    others are cut off in registers first (fewer predicated stores and addresses live in the loop)."""
     K: gl.constexpr = _score_cols(G, N)
+    W: gl.constexpr = val.shape[0]
     for _ in gl.static_range(_log2(N // K)):
-        half, _unused = gl.split(gl.permute(gl.reshape(val, [4, 2, val.shape[1] // 2]), [0, 2, 1]))
+        half, _unused = gl.split(gl.permute(gl.reshape(val, [W, 2, val.shape[1] // 2]), [0, 2, 1]))
         val = half
     L: gl.constexpr = val.type.layout
-    w = gl.arange(0, 4, layout=gl.SliceLayout(1, L))
+    w = gl.arange(0, W, layout=gl.SliceLayout(1, L))
     n = gl.arange(0, K, layout=gl.SliceLayout(0, L))
     at = raw_ptr + b * s_rb + h * s_rh + (jb + w).to(gl.int64)[:, None] * (2 * G) + n[None, :]
     gl.store(at, val, mask=((jb + w) < lim)[:, None] & (n < n_front * G)[None, :])
@@ -138,7 +140,7 @@ def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N:
 
 @gluon.jit
 def _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G: gl.constexpr,
-                     N: gl.constexpr):
+                     N: gl.constexpr, SUB: gl.constexpr = 1):
     """The page scores of the group's pages jb + w (< n_scored, < j1) from the page maxima in ``mx`` [4 w, N]:
     sm_scale * sum over the G heads of the max over the score rows (columns g and G + g; one row when n_front = 1),
     as the merge's ``_score_tile`` computes them from RAW (the G-term sum in another order: equal within fp32
@@ -153,11 +155,14 @@ def _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm
         a = gl.max(gl.reshape(v, [4, 2, G]), 1)
     else:  # N < 2G: a window of one row (n_front = 1)
         a = mx.slice(0, G, dim=1).load(L)
+    if SUB > 1:  # a page's sub-pages (pairs of warps): the max over the whole page
+        a = gl.max(gl.reshape(a, [4 // SUB, SUB, a.shape[1]]), 1)
     val = gl.sum(a, 1) * sm_scale
-    w = gl.arange(0, 4, layout=val.type.layout)
+    w = gl.arange(0, 4 // SUB, layout=val.type.layout)
     at = (sc_ptr + _ctaid("z").to(gl.int64) * s_cb + _ctaid("y").to(gl.int64) * s_ch
-          + (jb + w).to(gl.int64) * s_cj)
-    gl.store(at, val.to(sc_ptr.dtype.element_ty), mask=((jb + w) < n_scored) & ((jb + w) < j1))
+          + (jb // SUB + w).to(gl.int64) * s_cj)
+    j = jb + SUB * w  # the page's first sub-page (groups and splits start at whole pages)
+    gl.store(at, val.to(sc_ptr.dtype.element_ty), mask=(j < n_scored) & (j < j1))
 
 
 @gluon.jit

@@ -103,18 +103,18 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: on."))),
     "quantspec_draft_kernel": ("auto", dict(choices=DRAFT_KERNELS, help=(
         "quantspec draft: the page programs of the draft attention. 'gluon': one warp a page, tensor-core operands "
-        "built in registers (kernels/draft_pages_gluon.py; page size 64, head_dim 128, up to 8 query heads a KV "
+        "built in registers (kernels/draft_pages_gluon.py; page size 64 or 128, head_dim 128, up to 8 query heads a KV "
         "head, sm_90+, Triton 3.6); 'triton': the Triton kernel; 'auto': gluon where it runs, else triton. Drafts "
         "only propose tokens: output is unchanged either way. Default: auto."))),
     "quantspec_verify_kernel": ("auto", dict(choices=VERIFY_KERNELS, help=(
         "quantspec verify: the INT8 page programs of the verify attention (and of INT8 decode). 'gluon': four warps "
         "and four pages a step, keys converted straight into tensor-core operands, values through cp.async "
-        "(kernels/verify_pages_gluon.py; page size 64, head_dim 128, up to 32 rows of γ+1 positions times the query "
-        "heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': the Triton "
-        "kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for launches of "
-        "at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on an H100), "
-        "and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention (fp32 sums "
-        "in another order). Default: auto."))),
+        "(kernels/verify_pages_gluon.py; page size 64 or 128, head_dim 128, up to 32 rows of γ+1 positions times "
+        "the query heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': "
+        "the Triton kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for "
+        "launches of at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on "
+        "an H100), and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention "
+        "(fp32 sums in another order). Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -214,11 +214,12 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         gamma = 0
     for which in ("draft", "verify"):
         if speculative and opts[f"quantspec_{which}_kernel"] == "gluon":
-            from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZE
+            from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZES
 
-            if page_size != GLUON_PAGE_SIZE:
-                raise ValueError(f"--quantspec-{which}-kernel gluon needs --page-size {GLUON_PAGE_SIZE}, got "
-                                 f"{page_size}: use --quantspec-{which}-kernel auto or triton")
+            if page_size not in GLUON_PAGE_SIZES:
+                raise ValueError(f"--quantspec-{which}-kernel gluon needs --page-size "
+                                 f"{' or '.join(map(str, GLUON_PAGE_SIZES))}, got {page_size}: use "
+                                 f"--quantspec-{which}-kernel auto or triton")
     _configure_runtime(server_args)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,

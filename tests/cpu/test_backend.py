@@ -251,14 +251,16 @@ def test_draft_kernel_resolution():
     assert QuantSpecAttnBackend(runner, "torch_native", cfg).draft_engine == "triton"
     cfg = dataclasses.replace(sim.backend.cfg, draft_kernel="gluon")
     with pytest.raises(ValueError, match="--quantspec-draft-kernel gluon: the Gluon draft kernel covers page size "
-                                         "64 and head_dim 128, not 64 / 16; use --quantspec-draft-kernel triton"):
+                                         "64 or 128 and head_dim 128, not 64 / 16; use --quantspec-draft-kernel "
+                                         "triton"):
         QuantSpecAttnBackend(runner, "torch_native", cfg)
 
 
 def test_gluon_draft_support_reasons():
     from sgl_spec.kernels.draft_launch import gluon_draft_support
 
-    assert "page size 64 and head_dim 128" in gluon_draft_support("cpu", 32, 128, 4)
+    assert "page size 64 or 128 and head_dim 128" in gluon_draft_support("cpu", 32, 128, 4)
+    assert "needs a CUDA device" in gluon_draft_support("cpu", 128, 128, 4)  # 128: two 64-token sub-pages
     assert "up to 8 query heads" in gluon_draft_support("cpu", 64, 128, 16)
     assert "needs a CUDA device" in gluon_draft_support("cpu", 64, 128, 4)
     import triton
@@ -291,7 +293,8 @@ def test_verify_kernel_resolution():
                              token_to_kv_pool=sim.pool, model_config=SimpleNamespace(num_attention_heads=Hq))
     cfg = dataclasses.replace(sim.backend.cfg, verify_kernel="gluon")
     with pytest.raises(ValueError, match="--quantspec-verify-kernel gluon: the Gluon verify kernel covers page size "
-                                         "64 and head_dim 128, not 64 / 16; use --quantspec-verify-kernel triton"):
+                                         "64 or 128 and head_dim 128, not 64 / 16; use --quantspec-verify-kernel "
+                                         "triton"):
         QuantSpecAttnBackend(runner, "torch_native", cfg)
     be = sim.backend
     be.verify_engine = "gluon"  # as resolved on an H100 (auto: from auto_min_pairs(G) pairs a launch)

@@ -16,13 +16,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("G", [2, 4])
-def test_compiles_for_sm90_without_spills(G):
+@pytest.mark.parametrize("G,P", [(2, 64), (4, 64), (4, 128)])  # P = 128: each page as two 64-token sub-pages
+def test_compiles_for_sm90_without_spills(G, P):
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}"],
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}"],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
+    assert f"P={P} " in res.stdout, res.stdout
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
     assert m, res.stdout
     regs, stack, local, smem = (int(x) for x in m.groups())

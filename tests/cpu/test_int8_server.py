@@ -131,10 +131,10 @@ BAD_FLAGS = {
     "--spec-algo quantspec --quantspec-cost-model /nonexistent.json": "--quantspec-cost-model /nonexistent.json: no",
     "--quantspec-draft-kernel triton": "--quantspec-draft-kernel only applies with --speculative-algorithm QUANTSPEC",
     "--spec-algo quantspec --page-size 32 --quantspec-draft-kernel gluon":
-        "--quantspec-draft-kernel gluon needs --page-size 64, got 32",
+        "--quantspec-draft-kernel gluon needs --page-size 64 or 128, got 32",
     "--quantspec-verify-kernel gluon": "--quantspec-verify-kernel only applies with --speculative-algorithm QUANTSPEC",
-    "--spec-algo quantspec --page-size 128 --quantspec-verify-kernel gluon":
-        "--quantspec-verify-kernel gluon needs --page-size 64, got 128",
+    "--spec-algo quantspec --page-size 32 --quantspec-verify-kernel gluon":
+        "--quantspec-verify-kernel gluon needs --page-size 64 or 128, got 32",
 }
 
 

@@ -19,21 +19,25 @@ SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRA
 
 
 # slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too. N2 = 8: the 16 + 8 column
-# split of 17..24 rows (row_tiles), in both forms and with lse scores
-@pytest.mark.parametrize("G,N,lse,slim,N2", [(4, 32, 0, None, 0), (2, 32, 1, None, 0), (4, 8, 0, None, 0),
-                                             (2, 32, 0, None, 0), (4, 32, 1, None, 0), (2, 32, 0, 1, 0),
-                                             (4, 32, 1, 0, 0), (4, 16, 0, None, 8), (2, 16, 0, None, 8),
-                                             (4, 16, 1, None, 8), (8, 16, 0, None, 8)])
-def test_compiles_for_sm90(G, N, lse, slim, N2):
+# split of 17..24 rows (row_tiles), in both forms and with lse scores. P = 128: each page as two 64-token sub-pages
+@pytest.mark.parametrize("G,N,lse,slim,N2,P", [(4, 32, 0, None, 0, 64), (2, 32, 1, None, 0, 64),
+                                               (4, 8, 0, None, 0, 64), (2, 32, 0, None, 0, 64),
+                                               (4, 32, 1, None, 0, 64), (2, 32, 0, 1, 0, 64), (4, 32, 1, 0, 0, 64),
+                                               (4, 16, 0, None, 8, 64), (2, 16, 0, None, 8, 64),
+                                               (4, 16, 1, None, 8, 64), (8, 16, 0, None, 8, 64),
+                                               (4, 16, 0, None, 8, 128), (4, 16, 1, None, 8, 128),
+                                               (2, 32, 0, None, 0, 128), (4, 8, 0, None, 0, 128)])
+def test_compiles_for_sm90(G, N, lse, slim, N2, P):
     pytest.importorskip("triton.experimental.gluon")
     from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM, slim_form
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
     extra = [] if slim is None else [f"slim={slim}"]
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"N2={N2}", f"lse={lse}", *extra], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=900)
+                          f"N2={N2}", f"lse={lse}", f"P={P}", *extra], capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=900)
     assert f"slim={int(slim_form(G) if slim is None else slim)}" in res.stdout, res.stdout[-2000:]
+    assert f"P={P}:" in res.stdout, res.stdout[-2000:]
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
     assert m, res.stdout
@@ -43,7 +47,9 @@ def test_compiles_for_sm90(G, N, lse, slim, N2):
     # a group of 4 pages: scores 4 row tiles x 8 k-steps x N/8, values 4 pages x 2 x 4 x N/8 (one warp's share);
     # tile B adds its N2 columns on the same converted keys and values
     assert int(h.group(1)) == 64 * (N + N2) // 8, res.stdout
-    assert int(h.group(2)) <= 4, res.stdout  # keys ready, page maxima, values ready, values consumed
+    # keys ready, page maxima, values ready, values consumed; lse scores at P = 128 add the sum of a page's two
+    # sub-pages, which two warps hold (a cross-warp reduction: two barriers)
+    assert int(h.group(2)) <= (6 if lse and P == 128 else 4), res.stdout
 
 
 def test_form_and_auto_rule_follow_the_group():
@@ -77,7 +83,8 @@ def test_shapes_and_device_are_checked():
     assert "head_dim 128" in gluon_verify_shapes(64, 32, 4, 5)
     assert f"up to {GLUON_MAX_ROWS} rows" in gluon_verify_shapes(64, 64, 4, 9)
     assert "CUDA device" in gluon_verify_support("cpu", 64, 128, 4, 5)
-    assert "page size" in gluon_verify_support("cpu", 128, 128, 4, 5)  # shapes first
+    assert "page size" in gluon_verify_support("cpu", 32, 128, 4, 5)  # shapes first
+    assert gluon_verify_shapes(128, 64, 4, 5) == ""  # a 128-token page as two 64-token sub-pages
 
 
 def test_engine_is_checked():

@@ -133,11 +133,12 @@ def test_draft_decode(B, ctx, P, mode):
     out = torch.full_like(q, float("nan"))
     tri(*args, out=out, key_frag=False)  # keys through shared memory (the default kf is a no-op at P = 128)
     _close(out, want)
-    if P == 64:  # the Gluon page programs (kernels/draft_pages_gluon.py); one split: every page in one program
-        for ns in (None, 1):
-            out = torch.full_like(q, float("nan"))
-            tri(*args, out=out, engine="gluon", num_splits=ns, merge_blocks=4)
-            _close(out, want)
+    # the Gluon page programs (kernels/draft_pages_gluon.py; P = 128 as two 64-token sub-pages a page); one split:
+    # every page in one program; contiguous shares instead of strided splits
+    for kw in (dict(), dict(num_splits=1), dict(split_stride=False)):
+        out = torch.full_like(q, float("nan"))
+        tri(*args, out=out, engine="gluon", merge_blocks=4, **kw)
+        _close(out, want)
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -181,9 +182,10 @@ def test_verify_attention(B, ctx, P, nq):
     _close(out3, want)
     for b, s0 in enumerate((q_start // P).tolist()):
         _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    if P == 64:  # the Gluon page programs (kernels/verify_pages_gluon.py): both partitions, one split, both scores
-        for kw in (dict(), dict(batch_invariant=False), dict(num_splits=1), dict(score_kind="lse")):
-            _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw)
+    # the Gluon page programs (kernels/verify_pages_gluon.py; P = 128 as two 64-token sub-pages a page): both
+    # partitions, one split, both score kinds
+    for kw in (dict(), dict(batch_invariant=False), dict(num_splits=1), dict(score_kind="lse")):
+        _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw)
 
 
 def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
@@ -243,7 +245,7 @@ def test_verify_long_window(B, ctx, P, nq):
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     for invariant in (False, True):
-        for eng in ("triton", "gluon") if P == 64 else ("triton",):
+        for eng in ("triton", "gluon"):
             sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
             out = torch.full_like(q, float("nan"))
             tri(*args, scores=sc, out=out, batch_invariant=invariant, engine=eng)

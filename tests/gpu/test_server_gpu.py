@@ -167,6 +167,44 @@ def test_gluon_verify_kernel_in_the_server(prompts, int8, spec_gluon_verify):
     assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
 
 
+P128 = ["--page-size", "128"]
+
+
+@pytest.fixture(scope="module")
+def int8_p128(prompts):
+    return _serve(prompts, INT8_ARGS + P128, flush_each=True, logprobs=True)
+
+
+@pytest.fixture(scope="module")
+def spec_p128(prompts):
+    return _serve(prompts, SPEC_ARGS + P128)
+
+
+@pytest.fixture(scope="module")
+def spec_p128_gluon_verify(prompts):
+    return _serve(prompts, SPEC_ARGS + P128 + ["--quantspec-verify-kernel", "gluon"])
+
+
+def test_page_128_spec_equals_int8_mode_on_gpu(prompts, int8_p128, spec_p128, spec_p128_gluon_verify):
+    """--page-size 128: the Gluon draft page programs (each page as two 64-token sub-pages) with the default verify
+    engine give the INT8 server's output exactly; with --quantspec-verify-kernel gluon (the verify's sub-pages too)
+    every divergence from the INT8 server (Triton, one row a step) must start at a near tie, as at page size 64."""
+    names = [n for n, _ in prompts]
+    assert "quantspec draft kernel: gluon" in spec_p128["log"]
+    bad = _first_diffs(_ids(spec_p128["serial"]), _ids(int8_p128["serial"]), names)
+    print(f"[gpu] page 128: spec == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts; first divergences: "
+          f"{bad}")
+    assert not bad
+    run = spec_p128_gluon_verify
+    assert "quantspec verify kernel: gluon" in run["log"]
+    diffs = _first_diffs(_ids(run["serial"]), _ids(int8_p128["serial"]), names)
+    margins = [(n, pos, round(_margin(int8_p128["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
+    print(f"[gpu] page 128, gluon verify: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
+          f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
+    loud = [m for m in margins if m[2] >= NEAR_TIE]
+    assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
+
+
 def test_draft_passes_replay_cuda_graphs(spec):
     log = spec["log"]
     assert "captured draft CUDA graphs for bs=" in log, "no draft graphs were captured"
