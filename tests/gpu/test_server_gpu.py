@@ -156,12 +156,17 @@ def test_gluon_verify_kernel_in_the_server(prompts, int8, spec_gluon_verify):
     """--quantspec-verify-kernel gluon: every verify window (the default γ: (γ+1) x 2 rows <= 32) through the Gluon
     page programs, CUDA graphs included. The INT8 server decodes one row at a time with the Triton kernel, so the two
     compute the same attention with fp32 sums in another order: every divergence must start at a near tie."""
-    run = spec_gluon_verify
+    _assert_gluon_verify_ties_only(prompts, spec_gluon_verify, int8, "gluon verify")
+
+
+def _assert_gluon_verify_ties_only(prompts, run, int8, label):
+    """``run`` (a server with --quantspec-verify-kernel gluon) against the INT8 server: the Gluon verify ran, and
+    every first divergence starts at a near tie of the INT8 server's top-2 logprobs (margin < NEAR_TIE)."""
     assert "quantspec verify kernel: gluon" in run["log"]
     names = [n for n, _ in prompts]
     diffs = _first_diffs(_ids(run["serial"]), _ids(int8["serial"]), names)
     margins = [(n, pos, round(_margin(int8["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
-    print(f"[gpu] gluon verify: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
+    print(f"[gpu] {label}: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
           f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
     loud = [m for m in margins if m[2] >= NEAR_TIE]
     assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
@@ -195,14 +200,7 @@ def test_page_128_spec_equals_int8_mode_on_gpu(prompts, int8_p128, spec_p128, sp
     print(f"[gpu] page 128: spec == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts; first divergences: "
           f"{bad}")
     assert not bad
-    run = spec_p128_gluon_verify
-    assert "quantspec verify kernel: gluon" in run["log"]
-    diffs = _first_diffs(_ids(run["serial"]), _ids(int8_p128["serial"]), names)
-    margins = [(n, pos, round(_margin(int8_p128["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
-    print(f"[gpu] page 128, gluon verify: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
-          f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
-    loud = [m for m in margins if m[2] >= NEAR_TIE]
-    assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
+    _assert_gluon_verify_ties_only(prompts, spec_p128_gluon_verify, int8_p128, "page 128, gluon verify")
 
 
 def test_draft_passes_replay_cuda_graphs(spec):
