@@ -127,6 +127,8 @@ def draft_kwargs(var, B, maxp, P):
         kw["hot_native"] = bool(int(var["hn"]))
     if "gst" in var:  # Gluon page programs: strided split partition
         kw["split_stride"] = bool(int(var["gst"]))
+    if "fh" in var:  # Gluon: the hot-token programs in the page launch (1) or a Triton launch before it (0)
+        kw["fused_hot"] = bool(int(var["fh"]))
     if "md" in var:  # merge programs a (request, head): channel blocks
         kw["merge_blocks"] = int(var["md"])
     if "gl" in var:  # page programs in Gluon (kernels/draft_pages_gluon.py)
@@ -136,7 +138,8 @@ def draft_kwargs(var, B, maxp, P):
 
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
-             "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks", "split_stride")
+             "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks", "split_stride",
+             "fused_hot")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):

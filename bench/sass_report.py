@@ -140,18 +140,23 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1, st=0, sub=1):
-    """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2)."""
+def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
+    """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
+    hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import draft_pages_gluon as dg
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
-                 qk_scale="fp32")
-    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub)
-    cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1, source=GluonASTSource)
-    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} (one warp a page)")
+                 qk_scale="fp32", hk_ptr="*bf16", hv_ptr="*bf16", hvw_ptr="*i32", hslot_ptr="*i32", hstart_ptr="*i32",
+                 hlen_ptr="*i32", nk_ptr="*bf16", nv_ptr="*bf16")
+    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=2 * sub * int(hot),
+                 WRITE_NEW=bool(hot))
+    cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1,
+                      source=GluonASTSource)
+    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} hot={int(bool(hot))} (one warp a "
+               f"page)")
     text = sass(cc)
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
@@ -187,9 +192,10 @@ if __name__ == "__main__":
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
                       bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64)
-    elif what == "draft_gluon":  # python bench/sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128]
+    elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
-        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64)
+        _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,
+                     int(kv.get("hot", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):

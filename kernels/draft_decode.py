@@ -41,9 +41,11 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT,
-                                           NUM_STAGES, _sm_count, GLUON_HEAD_DIM, GLUON_MAX_GROUP, GLUON_PAGE_SIZE,
-                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_PAGE_SIZES, gluon_draft_shapes,
+from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
+                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS, GLUON_MAX_GROUP,
+                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
+                                           GLUON_PROGRAMS_PER_SM, GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE,
+                                           MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count, gluon_draft_shapes,
                                            launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING, _attend_hot
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel, _store_partial
@@ -60,13 +62,6 @@ KEY_FRAG = True
 # old split rule): pycode-30m 15k x 8 16.2 -> 12.8 us, 15k x 64 26.2 -> 24.2, Llama-3-8B 32k x 1 17.0 -> 13.6; dense
 # lists unchanged. Two hot programs a request (a dev variant, 'hs=2') measured no better and were removed.
 HOT_NATIVE = True
-# engine="gluon": one-warp page programs an SM for the split rule (254 registers a thread: 8 warps an SM; 6, 10, 12
-# and 16 with register caps or without the page prefetch measured equal or slower on an H100, session 21), and the
-# merge's channel blocks (4: 128k x 1 77.3 -> 74.3 us; the merge's 32 programs a request were the tail)
-GLUON_PROGRAMS_PER_SM = 8
-GLUON_MERGE_BLOCKS = 4
-GLUON_STRIDED = True  # split s takes pages s, s + NS, ...: its first page id skips the page-count load (H100: sparse
-# drafts 0.2-0.7 us faster, 128k x 1 19.0 -> 18.7; dense equal; session 21). split_stride=False: contiguous shares
 _LOG2E = 1.4426950408889634
 
 
@@ -278,7 +273,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
                  new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None,
-                 split_stride=None):
+                 split_stride=None, fused_hot=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
@@ -290,7 +285,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     draft_launch.gluon_draft_support says they run), the hot-token programs and the merge as here; with PDL the
     hot-token launch lets the page launch start at once (they write different partials) and the page programs wait
     for it at their end, so the merge still sees both. ``merge_blocks``: channel blocks a merge program a (request,
-    head); ``split_stride`` (gluon): split s takes pages s, s + NS, ... (GLUON_STRIDED) or a contiguous share."""
+    head); ``split_stride`` (gluon): split s takes pages s, s + NS, ... (GLUON_STRIDED) or a contiguous share;
+    ``fused_hot`` (gluon, 16-bit rings): the hot-token programs as one-warp programs of the page launch
+    (kernels/draft_hot_gluon.py; it then waits for the stream at its start and there is no hot-token launch) or
+    not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -386,14 +384,51 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     hb = int(hot_block or (64 if hn else 32))
     if hb < 16 or hb & (hb - 1):
         raise ValueError(f"draft_decode: hot_block must be a power of two >= 16, got {hb}")
-    npart = ns + 1
+    lo_p, hi_p = GLUON_FUSED_HOT_PAGES.get(P, (1, 0))
+    fused = gluon and hn and bool(fused_hot if fused_hot is not None else GLUON_FUSED_HOT and B * Hkv <
+                                  GLUON_HOT_MIN_PAIRS and lo_p <= triton.cdiv(maxp * sub, ns) <= hi_p)
+    hs = RING * P // GLUON_HOT_TOKENS if fused else 0  # hot-token programs a pair in the page launch
+    npart = ns + max(hs, 1)
     m_part = torch.empty((B, Hq, npart), dtype=torch.float32, device=dev)
     l_part = torch.empty_like(m_part)
     acc_part = torch.empty((B, Hq, npart, D), dtype=torch.float32, device=dev)
 
     # ---- launch
     block_c = max(16, triton.next_power_of_2(half))  # 4 x the word tile width
-    _draft_decode_kernel[(B, Hkv, 1 if gluon else npart)](
+    nk = hot_k if new_k is None else new_k
+    nv = hot_v if new_v is None else new_v
+    s_nb, s_nh = (0, 0) if new_k is None else (new_k.stride(0), new_k.stride(1))
+    if not fused:
+        _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
+                    hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns,
+                    hb, hn, pf, fs, key_frag, nw, st, nr, new_k is not None, gluon, dev)
+    if gluon:
+        from sgl_spec.kernels.draft_pages_gluon import _draft_pages_kernel
+        hot = dict(hk_ptr=hot_k, hv_ptr=hot_v, hvw_ptr=hot_v.view(torch.int32), s_hs=hot_k.stride(0),
+                   s_hr=hot_k.stride(1), s_hn=hot_k.stride(2), s_hh=hot_k.stride(3), hslot_ptr=hot_slot,
+                   hstart_ptr=hot_start, hlen_ptr=hot_len, nk_ptr=nk, nv_ptr=nv, s_nb=s_nb, s_nh=s_nh, HS=hs,
+                   WRITE_NEW=new_k is not None) if fused else {}
+        _draft_pages_kernel[(ns + hs, B * Hkv)](
+            q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
+            ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
+            page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
+            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
+            STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), num_warps=1,
+            **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
+    _draft_decode_merge_kernel[(B * Hq, mb)](
+        m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
+        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
+        D=D, BLOCK_D=triton.next_power_of_2(D) // mb, num_warps=4, **pdl_kwargs(dev),
+    )
+    return out
+
+
+def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
+                hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns, hb,
+                hn, pf, fs, key_frag, nw, st, nr, write_new, gluon, dev):
+    """The Triton launch: every split (engine "triton"), or the hot-token programs only (engine "gluon")."""
+    B, Hkv = q.shape[0], store.k_upper.shape[1]
+    _draft_decode_kernel[(B, Hkv, 1 if gluon else ns + 1)](
         q_ptr=q, s_qb=q.stride(0), s_qh=q.stride(1),
         ku_ptr=ku, vu_ptr=vu, s_up=ku.stride(0), s_uh=ku.stride(1),
         ks_ptr=ks32, kz_ptr=kz32, s_ksp=ks32.stride(0), s_ksh=ks32.stride(1),
@@ -402,28 +437,12 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         hk_ptr=hot_k, hv_ptr=hot_v, s_hs=hot_k.stride(0), s_hr=hot_k.stride(1), s_hn=hot_k.stride(2),
         s_hh=hot_k.stride(3),
         hslot_ptr=hot_slot, hstart_ptr=hot_start, hlen_ptr=hot_len,
-        nk_ptr=hot_k if new_k is None else new_k, nv_ptr=hot_v if new_v is None else new_v,
-        s_nb=0 if new_k is None else new_k.stride(0), s_nh=0 if new_k is None else new_k.stride(1),
+        nk_ptr=nk, nv_ptr=nv, s_nb=s_nb, s_nh=s_nh,
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part,
         qk_scale=float(sm_scale) * _LOG2E,
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=hb,
         HOT_NATIVE=hn, USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=new_k is not None, EARLY_LAUNCH=gluon,
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=write_new, EARLY_LAUNCH=gluon,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )
-    if gluon:
-        from sgl_spec.kernels.draft_pages_gluon import _draft_pages_kernel
-        _draft_pages_kernel[(ns, B * Hkv)](
-            q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
-            ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
-            page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
-            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
-            STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), num_warps=1,
-            **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
-    _draft_decode_merge_kernel[(B * Hq, mb)](
-        m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
-        NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
-        D=D, BLOCK_D=triton.next_power_of_2(D) // mb, num_warps=4, **pdl_kwargs(dev),
-    )
-    return out

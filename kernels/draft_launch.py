@@ -122,6 +122,25 @@ GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (draft_
 # 32k 12.0 / 13.3 against 13.8 / 14.3 us, dense 128k equal) (bench/results/s28/hot_config)
 GLUON_HOT_LAUNCH = (4, 1)
 GLUON_HOT_MIN_PAIRS = 9
+GLUON_HOT_TOKENS = 64  # ring tokens a hot-token program of the Gluon page launch (draft_decode.GLUON_FUSED_HOT)
+# engine="gluon": one-warp page programs an SM for the split rule (254 registers a thread: 8 warps an SM; 6, 10, 12
+# and 16 with register caps or without the page prefetch measured equal or slower on an H100, session 21), and the
+# merge's channel blocks (4: 128k x 1 77.3 -> 74.3 us; the merge's 32 programs a request were the tail)
+GLUON_PROGRAMS_PER_SM = 8
+GLUON_MERGE_BLOCKS = 4
+GLUON_STRIDED = True  # split s takes pages s, s + NS, ...: its first page id skips the page-count load (H100: sparse
+# drafts 0.2-0.7 us faster, 128k x 1 19.0 -> 18.7; dense equal; session 21). split_stride=False: contiguous shares
+# engine="gluon" with a 16-bit ring (draft_decode.HOT_NATIVE), fewer than GLUON_HOT_MIN_PAIRS (request, KV head)
+# pairs and (sub-)pages a split in GLUON_FUSED_HOT_PAGES[P]: the hot-token programs run in the Gluon page launch,
+# RING * P / 64 more warps a pair (kernels/draft_hot_gluon.py), instead of a Triton launch before it (fused_hot=False):
+# the page programs start ~1 us earlier (bench/launch_floor.py). H100, Llama-3-8B batch 1, same runs, fused_hot False
+# -> True (bench/results/s29/ab_rule, ab_v2): sparse 7% at 128k (2 pages a split) 16.7 -> 15.8 us at P = 64, 16.5 ->
+# 15.8 at P = 128; at P = 128 dense 64k (8 sub-pages) 38.3 -> 37.2, 128k (16) 63.3 -> 62.3. At P = 64 the page loop,
+# compiled beside the hot-token code, runs ~4% slower a page (ptxas places its loads elsewhere): dense 64k (8 pages)
+# 38.2 -> 38.3-38.6, 128k 63.2 -> 64.7, 256k 113.3 -> 116.7. With 1-page splits the page programs end before a fused
+# hot-token program (64 ring tokens on one warp) does: 7% at 64k equal (14.9), at 8k 11.8 -> 12.0
+GLUON_FUSED_HOT = True
+GLUON_FUSED_HOT_PAGES = {64: (2, 4), 128: (2, 16)}
 GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the tests assume sm_90+
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
 

@@ -27,7 +27,9 @@ reduction:
 
 A program is one warp and one split of one (request, KV head); it writes the same partial (m, l, unnormalized acc) as
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
-merge are reused unchanged.
+merge are reused unchanged. With ``HS`` > 0 the launch holds the hot-token programs too (kernels/draft_hot_gluon.py,
+programs NUM_SPLITS .. + HS - 1 of each (request, KV head), partials 0 and NUM_SPLITS + 1 ..): no hot-token launch
+before it (draft_launch.GLUON_FUSED_HOT).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
+from sgl_spec.kernels.draft_hot_gluon import _hot_partial
 from sgl_spec.kernels.nibble_words import _ASM_KEYS
 
 # values: a token pair (even word $8, odd word $9, the same 4 channels + their D/2 partners) -> 8 fp16 pairs
@@ -187,10 +190,47 @@ def _draft_pages_kernel(
     qk_scale, HKV,
     G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, PREFETCH: gl.constexpr = True,
     STRIDED: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
+    hk_ptr=None, hv_ptr=None, hvw_ptr=None, s_hs=0, s_hr=0, s_hn=0, s_hh=0, hslot_ptr=None, hstart_ptr=None,
+    hlen_ptr=None, nk_ptr=None, nv_ptr=None, s_nb=0, s_nh=0, HS: gl.constexpr = 0, WRITE_NEW: gl.constexpr = False,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     OPB: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+    # partials: hot-token program 0 | page splits 1 .. NUM_SPLITS | hot-token programs 1 .. HS - 1 (HS = 0: the hot
+    # tokens are a Triton launch's, at index 0)
+    NPART: gl.constexpr = NUM_SPLITS + (HS if HS > 0 else 1)
+    if PDL and HS > 0:  # the launch's first kernel: wait for the stream (q, the ring) before any load
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+    s = gl.program_id(0)
+    bh = gl.program_id(1)
+    b = bh // HKV
+    h = bh % HKV
+    if HS > 0:  # programs NUM_SPLITS .. + HS - 1 of each (request, KV head): the hot tokens (draft_hot_gluon.py)
+        if s >= NUM_SPLITS:
+            _hot_partial(q_ptr, s_qb, s_qh, hk_ptr, hv_ptr, hvw_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr,
+                         hlen_ptr, nk_ptr, nv_ptr, s_nb, s_nh, m_ptr, l_ptr, acc_ptr, b, h, s - NUM_SPLITS, HKV,
+                         qk_scale, G, NPART, NUM_SPLITS, 64 * SUB, WRITE_NEW, MMA, OPA, OPB)
+        else:
+            _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr,
+                           vz_ptr, s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale,
+                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB)
+    else:
+        _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
+                       s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
+                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB)
+        if PDL:  # the hot-token launch before this one let it start early: finish only after it, for the merge
+            gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                      pack=1)
+
+
+@gluon.jit
+def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
+                   s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
+                   G: gl.constexpr, NUM_SPLITS: gl.constexpr, NPART: gl.constexpr, PREFETCH: gl.constexpr,
+                   STRIDED: gl.constexpr, NPAGES, SUB: gl.constexpr, MMA: gl.constexpr, OPA: gl.constexpr,
+                   OPB: gl.constexpr):
+    """Page split s of (request b, KV head h): its pages' partial (m, l, unnormalized acc) at index 1 + s."""
     # key words: lane (t = lane % 4, g = lane // 4) holds words 4t..4t+3 of tokens g + 8 j (LDG.128)
     KW: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[1, 1],
                                         order=[1, 0])
@@ -202,13 +242,7 @@ def _draft_pages_kernel(
     KSC: gl.constexpr = gl.DistributedLinearLayout(
         reg_bases=[[1], [2], [4]], lane_bases=[[8], [16], [0], [0], [0]], warp_bases=[], block_bases=[], shape=[32])
     VSL: gl.constexpr = gl.SliceLayout(1, MMA)  # value scales/zeros: one a token row of S^T
-
-    s = gl.program_id(0)
-    bh = gl.program_id(1)
-    b = bh // HKV
-    h = bh % HKV
     hq = HKV * G
-    NPART: gl.constexpr = NUM_SPLITS + 1
 
     # q^T [128, 8] as the B fragment, channels in the keys' order, log2 units, fp16 (heads >= G: zero)
     qk = gl.arange(0, 128, layout=gl.SliceLayout(1, OPB))
@@ -270,6 +304,3 @@ def _draft_pages_kernel(
     gl.store(acc_ptr + prow[None, :] * 128 + _value_channel(oc)[:, None], o, mask=(on < G)[None, :])
     gl.store(m_ptr + prow, m_i, mask=on < G)
     gl.store(l_ptr + prow, l_i, mask=on < G)
-    if PDL:  # the hot-token launch before this one let it start early: finish only after it, for the merge's sake
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)

@@ -1,5 +1,6 @@
 """The Gluon draft page programs (kernels/draft_pages_gluon.py) on a machine without a GPU: they compile for sm_90
-with every operand conversion a register rename (``assert_trivial``), no local or shared memory and no barrier, and
+with every operand conversion a register rename (``assert_trivial``), no local or shared memory and no barrier (but
+the one of the hot-token programs, kernels/draft_hot_gluon.py), and
 the launcher refuses what they do not cover. Their numbers are checked against the reference on the GPU
 (tests/gpu/test_kernels_gpu.py::test_draft_decode)."""
 from __future__ import annotations
@@ -16,12 +17,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.parametrize("hot", [0, 1])  # 1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py)
 @pytest.mark.parametrize("G,P", [(2, 64), (4, 64), (4, 128)])  # P = 128: each page as two 64-token sub-pages
-def test_compiles_for_sm90_without_spills(G, P):
+def test_compiles_for_sm90_without_spills(G, P, hot):
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}"],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}",
+                          f"hot={hot}"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     assert f"P={P} " in res.stdout, res.stdout
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
@@ -29,7 +31,9 @@ def test_compiles_for_sm90_without_spills(G, P):
     regs, stack, local, smem = (int(x) for x in m.groups())
     assert regs <= 255 and stack == 0 and local == 0 and smem == 0, res.stdout
     h = re.search(r"hmma=(\d+) bar_sync=(\d+)", res.stdout)
-    assert int(h.group(1)) == 64 and int(h.group(2)) == 0, res.stdout  # 64 mma.sync a page (one loop), no barrier
+    # 64 mma.sync a page (one loop), no barrier; the hot-token loop: 32 a step of 32 tokens, one warp barrier (the
+    # ring's new row written before it is read)
+    assert (int(h.group(1)), int(h.group(2))) == ((96, 1) if hot else (64, 0)), res.stdout
 
 
 def test_engine_is_checked():

@@ -144,6 +144,42 @@ def test_draft_decode(B, ctx, P, mode):
 @pytest.mark.parametrize("P", [64, 128])
 @pytest.mark.parametrize("ctx", [1, 63, 4097])
 @pytest.mark.parametrize("B", [1, 3, 17])
+def test_draft_gluon_hot_programs_write_the_new_token(B, ctx, P):
+    """engine="gluon": the hot-token programs run in the page launch (fused_hot, kernels/draft_hot_gluon.py) or as
+    the Triton launch before it. With new_k / new_v each writes the query's own K/V into its (NaN-poisoned) ring row
+    before reading it: the ring afterwards equals the reference's bit for bit, the output matches the reference's;
+    the 2-hot-page window (the ring's older page read too) and one split included."""
+    tri, ref = _kernels("draft_decode")
+    gen = torch.Generator().manual_seed(B * 31 + ctx * 5 + P)
+    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
+    p = [n - 1 for n in bt.lens]
+    nq = [max(0, x // P - 1) for x in p]  # the window starts a page early where there is one: up to 2P hot tokens
+    hot_start = [m * P for m in nq]
+    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
+    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    new = torch.randn(B, HQ + 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)  # a fused qkv output's slices
+    new_k, new_v = new[:, HQ:HQ + HKV], new[:, HQ + HKV:]
+    rows = (bt.hot_slot.long(), torch.tensor([(x // P) % RING for x in p], device="cuda"), torch.tensor(
+        [x % P for x in p], device="cuda"))
+    bt.hot_k[rows] = float("nan")
+    bt.hot_v[rows] = float("nan")
+    args = (q, bt.store, bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start),
+            bt.i32(hot_len), SM)
+    rk, rv = bt.hot_k.clone(), bt.hot_v.clone()
+    want = ref(q, bt.store, bt.page_table, bt.i32(nq), rk, rv, *args[6:], new_k=new_k, new_v=new_v)
+    assert not want.isnan().any()
+    for kw in (dict(fused_hot=True), dict(fused_hot=True, num_splits=1), dict(fused_hot=False)):
+        bt.hot_k[rows] = float("nan")
+        bt.hot_v[rows] = float("nan")
+        out = torch.full_like(q, float("nan"))
+        tri(*args, out=out, engine="gluon", new_k=new_k, new_v=new_v, **kw)
+        assert torch.equal(bt.hot_k, rk) and torch.equal(bt.hot_v, rv), kw
+        _close(out, want)
+
+
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
 @pytest.mark.parametrize("nq", [5, 8])
 def test_verify_attention(B, ctx, P, nq):
     tri, ref = _kernels("verify_attention")
