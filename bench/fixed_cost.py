@@ -15,12 +15,14 @@ that no kernel work can remove.
 
     python bench/fixed_cost.py                                     # bench/results/kernels.json
     python bench/fixed_cost.py --grid X/kernels.json --floor Y/launch_floor.json --out bench/results/fixed_cost.json
+                                                                  # + fixed_cost.png next to it (batch-1 cells)
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -94,6 +96,37 @@ def line(c):
             f"{c['rate_tbs']:.2f} TB/s){fl}")
 
 
+def plot(cells, png_path, title=""):
+    """Batch-1 target cells: our fixed part f, the budget f_need the target leaves, and the empty launches' time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = [c for c in cells if c["batch"] == 1]
+    if not cells:
+        return
+    x = range(len(cells))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.7 * len(cells)), 4.6))
+    ax.bar([i - 0.2 for i in x], [c["f_us"] for c in cells], 0.4, label="fixed part f (fit)", color="tab:blue")
+    ax.bar([i + 0.2 for i in x], [max(c["f_need_us"], 0) for c in cells], 0.4, label="budget the target leaves",
+           color="tab:green")
+    fl = [(i, c["floor_us"]) for i, c in zip(x, cells) if "floor_us" in c]
+    if fl:
+        ax.scatter([i for i, _ in fl], [v for _, v in fl], marker="_", s=300, color="k", zorder=3,
+                   label="empty launches (launch_floor.py)")
+    short = {"draft_dense": "dense", "draft_sparse": "7%", "verify_nq5_scores": "verify"}
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([f"{short.get(c['kernel'], c['kernel'])} {c['target'].split(' ')[0]} {c['ctx'] // 1024}k "
+                        f"P{c['page']}" for c in cells], fontsize=7, rotation=40, ha="right")
+    ax.set_ylabel("µs")
+    ax.set_title(title or "batch 1: fixed part against the budget of each target", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--grid", default=str(RESULTS / "kernels.json"), help="bench_kernels.py's kernels.json")
@@ -111,10 +144,16 @@ def main(argv=None):
         fx = fits(grid["rows"], a.fit_from)
         rel = lambda x: x and os.path.relpath(x, RESULTS.parent.parent)  # noqa: E731 (paths from the repository)
         result = dict(grid=rel(a.grid), floor=rel(a.floor), device=grid["device"], copy_gbps=grid["copy_gbps"],
+                      torch=grid.get("torch"), triton=grid.get("triton"), sgl_kernel=grid.get("sgl_kernel"),
+                      command=" ".join(["python bench/fixed_cost.py"] + (argv if argv is not None else sys.argv[1:])),
                       fit_from=a.fit_from, cells=cells,
                       fits=[dict(kernel=k, page=p, batch=b, f_us=f, rate_tbs=r) for (k, p, b), (f, r) in
                             sorted(fx.items())])
         Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
+        try:
+            plot(cells, Path(a.out).with_suffix(".png"), f"batch 1, {grid['device']}: {rel(a.grid)}")
+        except ImportError as e:  # no matplotlib here: the JSON is the result
+            print(f"[plot] skipped: {e}")
 
 
 if __name__ == "__main__":
