@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -90,7 +91,7 @@ def main(argv=None):
             times[c].append(timer(launches(CASES[c], buf)) * 1e3)
     rows = []
     for c in a.cases:
-        us = sorted(times[c])[len(times[c]) // 2]
+        us = statistics.median(times[c])
         rows.append(dict(case=c, us=us, runs_us=times[c], launches=[list(x) for x in CASES[c]]))
         print(f"{c:<24} | {us:6.2f} us (runs {', '.join(f'{t:.2f}' for t in times[c])})", flush=True)
     out = Path(a.out)

@@ -151,7 +151,11 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
                  qk_scale="fp32", hk_ptr="*bf16", hv_ptr="*bf16", hvw_ptr="*i32", hslot_ptr="*i32", hstart_ptr="*i32",
                  hlen_ptr="*i32", nk_ptr="*bf16", nv_ptr="*bf16")
-    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=2 * sub * int(hot),
+    from sgl_spec.kernels.draft_hot import RING
+    from sgl_spec.kernels.draft_launch import GLUON_HOT_TOKENS
+
+    hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
+    const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
                  WRITE_NEW=bool(hot))
     cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1,
                       source=GluonASTSource)

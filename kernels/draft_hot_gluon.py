@@ -20,9 +20,10 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
+from sgl_spec.kernels import draft_hot
 from sgl_spec.kernels.draft_launch import GLUON_HOT_TOKENS
 
-RING = gl.constexpr(2)  # ring pages a request (kernels/draft_hot.py RING)
+RING = gl.constexpr(draft_hot.RING)  # ring pages a request
 HOT_TOKENS = gl.constexpr(GLUON_HOT_TOKENS)  # ring tokens a program: RING * P / HOT_TOKENS programs a pair
 # value words [32 tokens, 64 words] (word w: channels 2w, 2w+1): lane (t = lane % 4, g = lane // 4) holds words
 # 8 i + g of tokens 2 t + e + 8 f + 16 k -- the registers V^T's A fragment needs after the halves are swapped
@@ -46,8 +47,9 @@ def _ring_rows(hs, pos, s_hr, s_hn, P: gl.constexpr):
 
 
 @gluon.jit
-def _bf16_pair(x, dt: gl.constexpr):
-    """int32 holding two 16-bit values -> [..., 2] of dtype dt (a register rename)."""
+def _half_pair(x, dt: gl.constexpr):
+    """int32 holding two 16-bit values (bits 0-15, 16-31) -> [..., 2] of the 16-bit dtype dt (a register rename);
+    draft_pages_gluon._f16_pair is this at fp16."""
     return gl.join(x.to(gl.int16).to(dt, bitcast=True), (x >> 16).to(gl.int16).to(dt, bitcast=True))
 
 
@@ -58,7 +60,7 @@ def _values_t(words, OP: gl.constexpr, dt: gl.constexpr):
     ve, vo = gl.split(gl.permute(gl.reshape(words, [16, 2, 64]), [0, 2, 1]))  # even / odd tokens [16, 64]
     lo, hi = gl.inline_asm_elementwise(_ASM_SWAP, "=r,=r,r,r", [ve, vo], dtype=(gl.int32, gl.int32), is_pure=True,
                                        pack=1)
-    t = gl.join(_bf16_pair(lo, dt), _bf16_pair(hi, dt))  # [pair 16, w 64, parity 2, e 2]
+    t = gl.join(_half_pair(lo, dt), _half_pair(hi, dt))  # [pair 16, w 64, parity 2, e 2]
     t = gl.reshape(t, [16, 8, 8, 2, 2])  # pair, wi, wg, parity, e (w = 8 wi + wg)
     t = gl.permute(t, [1, 4, 2, 0, 3])  # wi, e, wg, pair, parity
     return gl.convert_layout(gl.reshape(t, [128, 32]), OP, assert_trivial=True)

@@ -37,7 +37,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from sgl_spec.kernels.draft_hot_gluon import _hot_partial
+from sgl_spec.kernels.draft_hot_gluon import _half_pair, _hot_partial
 from sgl_spec.kernels.nibble_words import _ASM_KEYS
 
 # values: a token pair (even word $8, odd word $9, the same 4 channels + their D/2 partners) -> 8 fp16 pairs
@@ -64,7 +64,7 @@ _DIV16 = gl.constexpr("{.reg .b32 c; mov.b32 c, 0x2C002C00; mul.rn.f16x2 $0, $1,
 @gluon.jit
 def _f16_pair(x):
     """int32 holding two fp16 (bits 0-15, 16-31) -> fp16 [..., 2] (a register rename)."""
-    return gl.join(x.to(gl.int16).to(gl.float16, bitcast=True), (x >> 16).to(gl.int16).to(gl.float16, bitcast=True))
+    return _half_pair(x, gl.float16)
 
 
 @gluon.jit
@@ -206,6 +206,8 @@ def _draft_pages_kernel(
     bh = gl.program_id(1)
     b = bh // HKV
     h = bh % HKV
+    # two calls of the page code on purpose: with HS = 0 it stays outside any branch (the SASS of sessions 21-28);
+    # ``if HS == 0 or s < NUM_SPLITS`` compiles the HS > 0 page loop with its loads placed differently again
     if HS > 0:  # programs NUM_SPLITS .. + HS - 1 of each (request, KV head): the hot tokens (draft_hot_gluon.py)
         if s >= NUM_SPLITS:
             _hot_partial(q_ptr, s_qb, s_qh, hk_ptr, hv_ptr, hvw_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr,
