@@ -189,7 +189,8 @@ def verify_variant(var):
     (the Gluon engine with --gluon-dir/NAME.py's launch_pages), or
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
-    per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1); module
+    per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1) / the ring
+    split in the Gluon page launch (fr=0|1, verify_attention(fused_ring=)); module
     knobs set during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC),
     m1=N (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER)."""
     import verify_attention_v0 as v0
@@ -221,6 +222,8 @@ def verify_variant(var):
             kw["block_m"] = int(part[3:])
         elif part.startswith("gl="):  # INT8 page splits in Gluon (kernels/verify_pages_gluon.py)
             kw["engine"] = "gluon" if int(part[3:]) else "triton"
+        elif part.startswith("fr="):  # the ring split as a program of the Gluon page launch (verify_ring_gluon)
+            kw["fused_ring"] = bool(int(part[3:]))
         elif part.startswith("gm="):  # another verify_pages_gluon module (file NAME.py in --gluon-dir): A/B timing
             kw["engine"] = "gluon"
             gm = part[3:]
@@ -230,7 +233,7 @@ def verify_variant(var):
 # verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
-          "ro": ("verify_attention", "RING_ORDER")}
+          "ro": ("verify_attention", "RING_ORDER"), "rt": ("verify_pages_gluon", "RING_TRIGGER")}
 
 
 def _with_knobs(fn, knobs):

@@ -165,7 +165,7 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, ring=0):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -174,15 +174,17 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
-                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
+                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32",
+                 hk_ptr="*bf16", hv_ptr="*bf16", hs_ptr="*i32")
     slim = vg.slim_form(G) if slim is None else bool(slim)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub)
+                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, RING=bool(ring),
+                 NT=vg._rows_tile(N + N2))
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub}")
+               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub} ring={int(bool(ring))}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
@@ -192,10 +194,11 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
+        # [P=64|128] [ring=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
-                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64)
+                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv.get("ring", 0)))
     elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,

@@ -7,7 +7,6 @@ kernels/ring_write_ref.py.
 """
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 

@@ -99,11 +99,21 @@ RING_ORDER = "last"
 MAX_BLOCK_ROWS = 32
 
 
+# engine="gluon", batch_invariant=False: where the ring programs are counted in the page launch's wave
+# (verify_splits.ring_counted: batch 1 of Llama-3-8B on an H100) and the form allows it
+# (verify_pages_gluon.ring_program_form), the ring split runs as one more program a pair of the Gluon page launch
+# (kernels/verify_ring_gluon.py) instead of a Triton launch of its own: a launch and a dependency hop fewer before the
+# merge, and a ring computed in ~16-bit MMAs instead of tf32 dots, which sat on the critical path at short contexts
+# (H100, batch 1: 8k-32k 3-30% faster, 128k-256k within -0.7..+1.1 µs; numbers at ring_program_form). Batch-invariant
+# launches keep the Triton ring split (the same arithmetic at every batch).
+RING_IN_PAGES = True
+
+
 def _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
-                  rb, scores, lse, direct, order):
+                  rb, scores, lse, direct, order, ring=None):
     vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
                     S1, C, NS, ra, rb, scores is not None, lse, scores=scores if direct else None, sm_scale=sm_scale,
-                    first=order == "last")
+                    first=order == "last", ring=ring)
 
 
 def merge_block_s(S1: int) -> int:
@@ -345,14 +355,16 @@ def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None, engine=None):
+                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None, engine=None,
+                     fused_ring=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
     ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows).
     ``engine="gluon"``: the INT8 page splits run as kernels/verify_pages_gluon.py (four warps, four pages a step;
     where verify_pages_gluon.gluon_verify_support says they run), the ring split and the merge as here; the same
-    page partition, so the same partials and scores. None / "triton": this module's kernel."""
+    page partition, so the same partials and scores. None / "triton": this module's kernel. ``fused_ring`` (Gluon
+    only; None: the RING_IN_PAGES rule): the ring split as a program of the page launch."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -421,6 +433,11 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     else:
         C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
                                                pps, ring_in_grid=None if gluon else True)
+    if fused_ring is None:
+        fused_ring = (gluon and RING_IN_PAGES and not batch_invariant and num_splits is None
+                      and splits.ring_counted(B * Hkv, q.device, pps) and vg.ring_program_form(P, NQ * G, G))
+    elif fused_ring and not gluon:
+        raise ValueError("verify_attention: fused_ring needs engine='gluon'")
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
@@ -434,27 +451,17 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
     order = RING_ORDER if gluon else "early"
-    if order == "last":
+    if fused_ring:
+        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
+                      rb, scores, lse, direct, "last", ring=(hot_k, hot_v, hot_slot))
+    elif order == "last":
         _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
                       rb, scores, lse, direct, order)
-    _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](  # gluon: the ring split (0) only
-        Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
-        VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
-        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
-        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
-        n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
-        sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
-        s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
-        s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
-        spt_b=page_table.stride(0), spt_j=page_table.stride(1),
-        shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
-        sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
-        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
-        AFTER_PAGES=order == "last",
-        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
-    )
-    if gluon and order != "last":
+    if not fused_ring:
+        _launch_stage1(q, words, ks32, kz32, store, page_table, q_start, hot_k, hot_v, hot_slot, pm, pl, pacc, raw,
+                       sm_scale, S1, C, NS, RB, ra, rb, G, P, DH, BLOCK_M, raw_on, pp, qa, lse, key_frag, nw, nr, gluon,
+                       order)
+    if gluon and order != "last" and not fused_ring:
         _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
                       rb, scores, lse, direct, order)
     BLOCK_D = triton.next_power_of_2(D)
@@ -473,3 +480,28 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         **pdl_kwargs(q.device),
     )
     return out
+
+
+def _launch_stage1(q, words, ks32, kz32, store, page_table, q_start, hot_k, hot_v, hot_slot, pm, pl, pacc, raw,
+                   sm_scale, S1, C, NS, RB, ra, rb, G, P, DH, BLOCK_M, raw_on, pp, qa, lse, key_frag, nw, nr, gluon,
+                   order):
+    """Stage 1 of the Triton engine (the ring split and the page splits), or the Gluon engine's ring launch."""
+    B, NQ, Hq, _ = q.shape
+    Hkv = store.k_upper.shape[1]
+    _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](  # gluon: the ring split (0) only
+        Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
+        VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
+        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
+        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
+        n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
+        sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
+        s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
+        s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
+        spt_b=page_table.stride(0), spt_j=page_table.stride(1),
+        shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
+        sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
+        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
+        AFTER_PAGES=order == "last",
+        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
+    )

@@ -78,7 +78,7 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)
     if ring_in_grid is None:
-        ring_in_grid = bh <= slots // (RING_COUNTED_SPLITS + 1)
+        ring_in_grid = ring_counted(bh, device, pps)
     ring = 1 if ring_in_grid else 0
     best, best_cost = 1, float(triton.cdiv((1 + ring) * bh, slots))
     for waves in range(1, MAX_WAVES + 1):
@@ -89,6 +89,13 @@ def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_
         if cost < best_cost * (1 - SPLIT_SLACK_BATCH):
             best, best_cost = n, cost
     return max(1, min(best, max_splits))
+
+
+def ring_counted(programs_per_split: int, device, programs_per_sm=None) -> bool:
+    """Whether ``splits_for_batch(ring_in_grid=None)`` counts a slot for each ring program: at most
+    ``slots // (RING_COUNTED_SPLITS + 1)`` (request, KV head) pairs (batch 1 of Llama-3-8B on an H100)."""
+    pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
+    return max(1, programs_per_split) <= max(1, pps * _num_sms(torch.device(device))) // (RING_COUNTED_SPLITS + 1)
 
 
 @triton.jit

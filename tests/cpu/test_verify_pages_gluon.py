@@ -20,24 +20,25 @@ SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRA
 
 # slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too. N2 = 8: the 16 + 8 column
 # split of 17..24 rows (row_tiles), in both forms and with lse scores. P = 128: each page as two 64-token sub-pages
-@pytest.mark.parametrize("G,N,lse,slim,N2,P", [(4, 32, 0, None, 0, 64), (2, 32, 1, None, 0, 64),
-                                               (4, 8, 0, None, 0, 64), (2, 32, 0, None, 0, 64),
-                                               (4, 32, 1, None, 0, 64), (2, 32, 0, 1, 0, 64), (4, 32, 1, 0, 0, 64),
-                                               (4, 16, 0, None, 8, 64), (2, 16, 0, None, 8, 64),
-                                               (4, 16, 1, None, 8, 64), (8, 16, 0, None, 8, 64),
-                                               (4, 16, 0, None, 8, 128), (4, 16, 1, None, 8, 128),
-                                               (2, 32, 0, None, 0, 128), (4, 8, 0, None, 0, 128)])
-def test_compiles_for_sm90(G, N, lse, slim, N2, P):
+# ring = 1: with the ring split as program NS of each pair (kernels/verify_ring_gluon.py): the same budget, and the
+# page loop's MMAs and barriers unchanged
+@pytest.mark.parametrize("G,N,lse,slim,N2,P,ring", [
+    (4, 32, 0, None, 0, 64, 0), (2, 32, 1, None, 0, 64, 0), (4, 8, 0, None, 0, 64, 0), (2, 32, 0, None, 0, 64, 0),
+    (4, 32, 1, None, 0, 64, 0), (2, 32, 0, 1, 0, 64, 0), (4, 32, 1, 0, 0, 64, 0), (4, 16, 0, None, 8, 64, 0),
+    (2, 16, 0, None, 8, 64, 0), (4, 16, 1, None, 8, 64, 0), (8, 16, 0, None, 8, 64, 0), (4, 16, 0, None, 8, 128, 0),
+    (4, 16, 1, None, 8, 128, 0), (2, 32, 0, None, 0, 128, 0), (4, 8, 0, None, 0, 128, 0),
+    (4, 16, 0, None, 8, 64, 1), (4, 16, 0, None, 8, 128, 1), (2, 32, 0, None, 0, 64, 1), (4, 8, 0, None, 0, 64, 1)])
+def test_compiles_for_sm90(G, N, lse, slim, N2, P, ring):
     pytest.importorskip("triton.experimental.gluon")
     from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM, slim_form
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
     extra = [] if slim is None else [f"slim={slim}"]
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"N2={N2}", f"lse={lse}", f"P={P}", *extra], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=900)
+                          f"N2={N2}", f"lse={lse}", f"P={P}", f"ring={ring}", *extra], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=900)
     assert f"slim={int(slim_form(G) if slim is None else slim)}" in res.stdout, res.stdout[-2000:]
-    assert f"P={P}:" in res.stdout, res.stdout[-2000:]
+    assert f"P={P} ring={ring}:" in res.stdout, res.stdout[-2000:]
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
     assert m, res.stdout

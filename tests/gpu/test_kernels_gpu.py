@@ -238,6 +238,36 @@ def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
     _close(out, want)
 
 
+@pytest.mark.parametrize("nq,G,dtype", [(1, 4, torch.bfloat16), (5, 4, torch.bfloat16), (8, 4, torch.bfloat16),
+                                        (13, 2, torch.bfloat16), (5, 4, torch.float16)])
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_verify_gluon_fused_ring(B, ctx, P, nq, G, dtype):
+    """engine="gluon" with the ring split as a program of the page launch (kernels/verify_ring_gluon.py; the rule's
+    choice at batch 1, forced here at every batch) and as its own Triton launch: both against the reference, with
+    stale ring rows past the window poisoned (never loaded) and the page scores the same bits (the ring has none)."""
+    tri, ref = _kernels("verify_attention")
+    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + G)
+    nq = min(nq, ctx)
+    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
+    q = torch.randn(B, nq, G * HKV, D, generator=gen).to("cuda", dtype)
+    q_start = bt.i32([n - nq for n in bt.lens])
+    args = (q, bt.store, bt.page_table, q_start, bt.hot_k.to(dtype), bt.hot_v.to(dtype), bt.hot_slot, SM)
+    sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    want = ref(*args, scores=sc_ref)
+    scores = []
+    for fused in (True, False):
+        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+        out = torch.full_like(q, float("nan"))
+        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=False, fused_ring=fused)
+        _close(out, want)
+        for b, s0 in enumerate((q_start // P).tolist()):
+            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+        scores.append(sc.nan_to_num(-7.0))
+    assert torch.equal(scores[0], scores[1])
+
+
 @pytest.mark.parametrize("order", ["early", "serial", "last"])
 @pytest.mark.parametrize("lens", [[40000, 20001], [9000] * 5 + [300, 64 * 70 + 3]])
 def test_verify_gluon_ring_order(lens, order, monkeypatch):
