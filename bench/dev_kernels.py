@@ -233,7 +233,8 @@ def verify_variant(var):
 # verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
-          "ro": ("verify_attention", "RING_ORDER"), "rt": ("verify_pages_gluon", "RING_TRIGGER")}
+          "ro": ("verify_attention", "RING_ORDER"), "rt": ("verify_pages_gluon", "RING_TRIGGER"),
+          "ge": ("verify_pages_gluon", "GRID_EXTRA")}
 
 
 def _with_knobs(fn, knobs):
