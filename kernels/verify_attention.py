@@ -40,6 +40,8 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   the page's tokens per row (the softmax's column max); the 2G score rows' maxima are stored as they lie in
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
   atomics. (v1 reduced over the heads in the loop, v2 tried lazy rescaling: both slower, bench/NOTES_kernels.md.)
+With ``engine="gluon"`` the page splits run as kernels/verify_pages_gluon.py and split 0 as this kernel's grid
+``(Hkv * RB, 1, B)``, or (RING_IN_PAGES, batch 1) as a program of the Gluon page launch (kernels/verify_ring_gluon.py).
 Stage 2 (kernels/verify_merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
 (m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
 partition; the others are never read); the extra programs reduce the raw score maxima.
