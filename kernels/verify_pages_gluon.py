@@ -298,7 +298,7 @@ def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr,
     async_copy.commit_group()
 
 
-# ---- launch ------------------------------------------------------------------------------------------------------------
+# ---- launch ----------------------------------------------------------------------------------------------------------
 GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
 GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (SUB = 2, _sub_page)
 PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
