@@ -234,7 +234,7 @@ def verify_variant(var):
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
           "ro": ("verify_attention", "RING_ORDER"), "rt": ("verify_pages_gluon", "RING_TRIGGER"),
-          "ge": ("verify_pages_gluon", "GRID_EXTRA")}
+          "ge": ("verify_pages_gluon", "GRID_EXTRA"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE")}
 
 
 def _with_knobs(fn, knobs):

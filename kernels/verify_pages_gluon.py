@@ -382,6 +382,9 @@ def _rows_tile(rows: int) -> int:
 
 
 SPLIT_ROWS = True  # 17..24 rows as tiles of 16 + 8 columns (row_tiles); False: one tile of 32
+# dev: 25..32 rows as tiles of 16 + 16 columns (row_tiles) instead of one of 32. H100, nq 8 P 64 batch 1 (bench/results/
+# s30/split_wide): ~1% faster with the ring launch, 15% slower with the ring program; mixed at batch 8: not a default
+SPLIT_ROWS_WIDE = False
 
 
 def row_tiles(rows: int, group: int) -> tuple[int, int]:
@@ -392,6 +395,8 @@ def row_tiles(rows: int, group: int) -> tuple[int, int]:
     n = _rows_tile(rows)
     if SPLIT_ROWS and 16 < rows <= 24 and 2 * group <= 16:
         return 16, 8
+    if SPLIT_ROWS_WIDE and 24 < rows <= 32 and 2 * group <= 16:
+        return 16, 16
     return n, 0
 
 
