@@ -190,9 +190,10 @@ def verify_variant(var):
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
     per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1) / the ring
-    split in the Gluon page launch (fr=0|1, verify_attention(fused_ring=)); module
-    knobs set during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC),
-    m1=N (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER)."""
+    split as its own launch or in the Gluon page launch (fr=0|1, verify_attention(fused_ring=)); module knobs set
+    during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
+    (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
+    (verify_pages_gluon.SPLIT_ROWS_WIDE)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -233,8 +234,7 @@ def verify_variant(var):
 # verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
-          "ro": ("verify_attention", "RING_ORDER"), "rt": ("verify_pages_gluon", "RING_TRIGGER"),
-          "ge": ("verify_pages_gluon", "GRID_EXTRA"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE")}
+          "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE")}
 
 
 def _with_knobs(fn, knobs):

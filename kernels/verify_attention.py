@@ -111,13 +111,6 @@ MAX_BLOCK_ROWS = 32
 RING_IN_PAGES = True
 
 
-def _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
-                  rb, scores, lse, direct, order, ring=None):
-    vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, float(sm_scale) * LOG2E,
-                    S1, C, NS, ra, rb, scores is not None, lse, scores=scores if direct else None, sm_scale=sm_scale,
-                    first=order == "last", ring=ring)
-
-
 def merge_block_s(S1: int) -> int:
     """The merge's split tile for S1 partials a row: all of them where S1 <= MERGE_ONE_STEP_MAX (one step), else
     MERGE_BLOCK_S a loop step."""
@@ -453,19 +446,36 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
     order = RING_ORDER if gluon else "early"
-    if fused_ring:
-        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
-                      rb, scores, lse, direct, "last", ring=(hot_k, hot_v, hot_slot))
-    elif order == "last":
-        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
-                      rb, scores, lse, direct, order)
-    if not fused_ring:
-        _launch_stage1(q, words, ks32, kz32, store, page_table, q_start, hot_k, hot_v, hot_slot, pm, pl, pacc, raw,
-                       sm_scale, S1, C, NS, RB, ra, rb, G, P, DH, BLOCK_M, raw_on, pp, qa, lse, key_frag, nw, nr, gluon,
-                       order)
-    if gluon and order != "last" and not fused_ring:
-        _launch_pages(vg, q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, sm_scale, S1, C, NS, ra,
-                      rb, scores, lse, direct, order)
+    if gluon:  # the Gluon page splits 1..NS (verify_pages_gluon.launch_pages)
+        def pages(first, ring=None):
+            vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw,
+                            float(sm_scale) * LOG2E, S1, C, NS, ra, rb, scores is not None, lse,
+                            scores=scores if direct else None, sm_scale=sm_scale, first=first, ring=ring)
+    if fused_ring:  # the ring split as program NS of each pair: no launch of its own
+        pages(True, ring=(hot_k, hot_v, hot_slot))
+    else:
+        if gluon and order == "last":
+            pages(True)
+        # Triton stage 1: the ring split and the page splits, or with the Gluon engine the ring split (0) only
+        _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](
+            Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
+            VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
+            HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
+            qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
+            n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
+            sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
+            s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
+            s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
+            spt_b=page_table.stride(0), spt_j=page_table.stride(1),
+            shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
+            sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
+            BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+            KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
+            AFTER_PAGES=order == "last",
+            num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
+        )
+        if gluon and order != "last":
+            pages(False)
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_S = merge_block_s(S1)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (BLOCK_S * BLOCK_D)))
@@ -483,27 +493,3 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     )
     return out
 
-
-def _launch_stage1(q, words, ks32, kz32, store, page_table, q_start, hot_k, hot_v, hot_slot, pm, pl, pacc, raw,
-                   sm_scale, S1, C, NS, RB, ra, rb, G, P, DH, BLOCK_M, raw_on, pp, qa, lse, key_frag, nw, nr, gluon,
-                   order):
-    """Stage 1 of the Triton engine (the ring split and the page splits), or the Gluon engine's ring launch."""
-    B, NQ, Hq, _ = q.shape
-    Hkv = store.k_upper.shape[1]
-    _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](  # gluon: the ring split (0) only
-        Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
-        VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
-        HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
-        qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
-        n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
-        sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
-        s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
-        s_vp=store.v_scale.stride(0), s_vh=store.v_scale.stride(1),
-        spt_b=page_table.stride(0), spt_j=page_table.stride(1),
-        shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
-        sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-        BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
-        KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
-        AFTER_PAGES=order == "last",
-        num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
-    )

@@ -76,7 +76,7 @@ def _verify_pages_kernel(
     hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r, shk_n, shk_h,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, RING: gl.constexpr = False, NT: gl.constexpr = 8, TRIGGER: gl.constexpr = False,
+    SUB: gl.constexpr = 1, RING: gl.constexpr = False, NT: gl.constexpr = 8,
 ):
     if PDL and RING:  # the ring split is program NS of each pair (verify_ring_gluon): the merge waits for this launch
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
@@ -236,9 +236,6 @@ def _verify_pages_kernel(
     if PDL and not FIRST and not RING:  # the ring launch before this one let it start early: end after it (merge)
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
-    if PDL and RING and TRIGGER:
-        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
-                                  is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -330,10 +327,6 @@ def slim_form(group: int) -> bool:
     return group >= 4
 
 
-GRID_EXTRA = 0  # dev: this many idle programs more a pair (grid x), to time the grid's shape apart from the code
-RING_TRIGGER = False  # dev: with the ring program, each program releases the merge launch at its end (measured equal)
-
-
 def ring_program_form(page_size: int, rows: int, group: int) -> bool:
     """Whether the page launch of this form (page size, rows = γ+1 times G) takes the ring split as a program of its
     own (verify_attention.RING_IN_PAGES, batch 1). H100, batch 1, same runs, ring launch -> ring program, means of 2-4
@@ -343,7 +336,10 @@ def ring_program_form(page_size: int, rows: int, group: int) -> bool:
     nq 1 -0.5 to -4. Not at P = 64 with one 32-column tile (nq 8 at G = 4): there the launch with the ring program is
     slower the more pages it reads (8k -5.8 µs, but 32k +0.7, 128k +3.5, 256k +6.6), also with the ring branch as an
     ``if`` after the page branch, whose sm_90 page loop issues its cp.async copies where the launch without the ring
-    program does and has as many spill reloads (17 a group; s30/loops.txt, s30/sep_nq8: 128k +2.9, 256k +7.6)."""
+    program does and has as many spill reloads (17 a group; s30/loops.txt, s30/sep_nq8: 128k +2.9, 256k +7.6).
+    Why (bench/results/s31/ring_code_diag): not the ring program's work (skipped at run time: as slow) but its code in
+    this kernel, which changes ptxas's schedule of the page loop (a ring branch of a few instructions: as fast as the
+    launch without it; the branch first, noinline, or its inputs recomputed in it: as slow)."""
     return not (page_size == GLUON_PAGE_SIZE and row_tiles(rows, group) == (32, 0))
 
 
@@ -417,7 +413,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT
     hk, hv, hs = ring if ring is not None else (q, q, q_start)  # dummies, never read without RING
     hst = hk.stride()[:4] if ring is not None else (0, 0, 0, 0)
-    _verify_pages_kernel[(NS + (ring is not None) + GRID_EXTRA, Hkv, B)](
+    _verify_pages_kernel[(NS + (ring is not None), Hkv, B)](
         q, q.stride(0), q.stride(1), q.stride(2),
         words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
         ks32, kz32, ks32.stride(0), ks32.stride(1),
@@ -429,6 +425,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         hk, hv, hs, *hst,
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE, RING=ring is not None,
-        NT=_rows_tile(NQ * G) if ring is not None else 8, TRIGGER=RING_TRIGGER and ring is not None,
+        NT=_rows_tile(NQ * G) if ring is not None else 8,
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )
