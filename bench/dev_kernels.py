@@ -190,7 +190,7 @@ def verify_variant(var):
     'nr=168/pps=3/pp=2/nw=8/qa=1/ns=8/bf' style overrides of the new kernel's register cap / programs per SM at 4
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
     per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1) / the ring
-    split as its own launch or in the Gluon page launch (fr=0|1, verify_attention(fused_ring=)); module knobs set
+    split as a Triton or a Gluon launch (fr=0|1, verify_attention(gluon_ring=)); module knobs set
     during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
     (verify_pages_gluon.SPLIT_ROWS_WIDE)."""
@@ -223,8 +223,8 @@ def verify_variant(var):
             kw["block_m"] = int(part[3:])
         elif part.startswith("gl="):  # INT8 page splits in Gluon (kernels/verify_pages_gluon.py)
             kw["engine"] = "gluon" if int(part[3:]) else "triton"
-        elif part.startswith("fr="):  # the ring split as a program of the Gluon page launch (verify_ring_gluon)
-            kw["fused_ring"] = bool(int(part[3:]))
+        elif part.startswith("fr="):  # the ring split as a Gluon launch (verify_ring_gluon) or the Triton one
+            kw["gluon_ring"] = bool(int(part[3:]))
         elif part.startswith("gm="):  # another verify_pages_gluon module (file NAME.py in --gluon-dir): A/B timing
             kw["engine"] = "gluon"
             gm = part[3:]

@@ -165,7 +165,7 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, ring=0):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -174,31 +174,46 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, ri
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
-                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32",
-                 hk_ptr="*bf16", hv_ptr="*bf16", hs_ptr="*i32")
+                 l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
     slim = vg.slim_form(G) if slim is None else bool(slim)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, RING=bool(ring),
-                 NT=vg._rows_tile(N + N2))
+                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub} ring={int(bool(ring))}")
+               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
     print(f"  loop_hmma={count('HMMA')} loop_bar_sync={count('BAR.SYNC')} loop_ldl={count('LDL')}")
 
 
+def _verify_ring_gluon(G=4, NT=32, sub=1):
+    """The Gluon ring launch of the verify (kernels/verify_ring_gluon.py): four warps, NT columns, P = 64 sub."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    from sgl_spec.kernels import verify_ring_gluon as vr
+
+    types = dict(q_ptr="*bf16", hk_ptr="*bf16", hv_ptr="*bf16", hs_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32",
+                 acc_ptr="*fp32", qs_ptr="*i32", qk_scale="fp32")
+    plain = ("NQ", "HQ", "S1", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "shk_n")
+    cc = compile_sm90(vr._verify_ring_kernel, types, dict(G=G, NT=NT, PT=64 * sub, PDL=True), plain=plain,
+                      num_warps=4, num_stages=1, source=GluonASTSource)
+    report(cc, f"verify_ring_gluon G={G} NT={NT} P={64 * sub}")
+
+
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
-        # [P=64|128] [ring=0|1]
+        # [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
-                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv.get("ring", 0)))
+                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64)
+    elif what == "verify_ring_gluon":  # sass_report.py verify_ring_gluon [G=4] [NT=32] [P=64|128]
+        kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
+        _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)
     elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,

@@ -41,7 +41,7 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
   atomics. (v1 reduced over the heads in the loop, v2 tried lazy rescaling: both slower, bench/NOTES_kernels.md.)
 With ``engine="gluon"`` the page splits run as kernels/verify_pages_gluon.py and split 0 as this kernel's grid
-``(Hkv * RB, 1, B)``, or (RING_IN_PAGES, batch 1) as a program of the Gluon page launch (kernels/verify_ring_gluon.py).
+``(Hkv * RB, 1, B)``, or (GLUON_RING, batch 1) as a Gluon launch of its own (kernels/verify_ring_gluon.py).
 Stage 2 (kernels/verify_merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
 (m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
 partition; the others are never read); the extra programs reduce the raw score maxima.
@@ -102,13 +102,14 @@ MAX_BLOCK_ROWS = 32
 
 
 # engine="gluon", batch_invariant=False: where the ring programs are counted in the page launch's wave
-# (verify_splits.ring_counted: batch 1 of Llama-3-8B on an H100) and the form allows it
-# (verify_pages_gluon.ring_program_form), the ring split runs as one more program a pair of the Gluon page launch
-# (kernels/verify_ring_gluon.py) instead of a Triton launch of its own: a launch and a dependency hop fewer before the
-# merge, and a ring computed in ~16-bit MMAs instead of tf32 dots, which sat on the critical path at short contexts
-# (H100, batch 1: 8k-32k 3-30% faster, 128k-256k within -0.7..+1.1 µs; numbers at ring_program_form). Batch-invariant
-# launches keep the Triton ring split (the same arithmetic at every batch).
-RING_IN_PAGES = True
+# (verify_splits.ring_counted: batch 1 of Llama-3-8B on an H100), the ring split runs as a Gluon launch
+# (kernels/verify_ring_gluon.py) instead of the Triton ring launch: ~16-bit MMAs instead of tf32 dots, which sat on
+# the critical path at short contexts. H100, batch 1, same runs (bench/results/s31/gluon_ring), Triton ring launch /
+# ring as a program of the page launch (session 30) / this: nq 5 P 64 8k 25.0-29.1 / 21.2-22.0 / 22.4-22.8 µs, 256k
+# 209.9-210.1 / 209.6-209.8 / 209.8-210.0; nq 5 P 128 32k 51.1-51.4 / 41.9-42.0 / 41.3-41.7, 128k 111.8-111.9 /
+# 112.6-112.7 / 111.7; nq 8 P 64 8k 29.5 / 23.6 / 24.7, 256k 216.7 / 225.3 / 217.3. Batch-invariant launches keep the
+# Triton ring split (the same arithmetic at every batch).
+GLUON_RING = True
 
 
 def merge_block_s(S1: int) -> int:
@@ -351,15 +352,16 @@ def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
                      out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
                      num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None, engine=None,
-                     fused_ring=None):
+                     gluon_ring=None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
     docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
     ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows).
     ``engine="gluon"``: the INT8 page splits run as kernels/verify_pages_gluon.py (four warps, four pages a step;
     where verify_pages_gluon.gluon_verify_support says they run), the ring split and the merge as here; the same
-    page partition, so the same partials and scores. None / "triton": this module's kernel. ``fused_ring`` (Gluon
-    only; None: the RING_IN_PAGES rule): the ring split as a program of the page launch."""
+    page partition, so the same partials and scores. None / "triton": this module's kernel. ``gluon_ring`` (Gluon
+    only; None: the GLUON_RING rule): the ring split as a Gluon launch (kernels/verify_ring_gluon.py) instead of the
+    Triton one."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -428,11 +430,11 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     else:
         C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
                                                pps, ring_in_grid=None if gluon else True)
-    if fused_ring is None:
-        fused_ring = (gluon and RING_IN_PAGES and not batch_invariant and num_splits is None
-                      and splits.ring_counted(B * Hkv, q.device, pps) and vg.ring_program_form(P, NQ * G, G))
-    elif fused_ring and not gluon:
-        raise ValueError("verify_attention: fused_ring needs engine='gluon'")
+    if gluon_ring is None:
+        gluon_ring = (gluon and GLUON_RING and not batch_invariant and num_splits is None
+                      and splits.ring_counted(B * Hkv, q.device, pps))
+    elif gluon_ring and not gluon:
+        raise ValueError("verify_attention: gluon_ring needs engine='gluon'")
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
@@ -447,12 +449,15 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     # ---- launch ------------------------------------------------------------------------------------------------------
     order = RING_ORDER if gluon else "early"
     if gluon:  # the Gluon page splits 1..NS (verify_pages_gluon.launch_pages)
-        def pages(first, ring=None):
+        def pages(first):
             vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw,
                             float(sm_scale) * LOG2E, S1, C, NS, ra, rb, scores is not None, lse,
-                            scores=scores if direct else None, sm_scale=sm_scale, first=first, ring=ring)
-    if fused_ring:  # the ring split as program NS of each pair: no launch of its own
-        pages(True, ring=(hot_k, hot_v, hot_slot))
+                            scores=scores if direct else None, sm_scale=sm_scale, first=first)
+    if gluon_ring:  # the page launch releases the Gluon ring launch at its start
+        from sgl_spec.kernels.verify_ring_gluon import launch_ring
+
+        pages(True)
+        launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, float(sm_scale) * LOG2E, S1, ra, rb)
     else:
         if gluon and order == "last":
             pages(True)

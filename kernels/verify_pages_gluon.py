@@ -30,8 +30,8 @@ scales double-buffered, two barriers a group) measured the same or slower (bench
 
 The partials (m, l, unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page
 partition, so the Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged.
-At batch 1 (``ring_program_form``, verify_attention.RING_IN_PAGES) the ring split is instead one more program of this
-launch, x = NS of each pair (``RING``, kernels/verify_ring_gluon.py), writing partial 0 the same way.
+At batch 1 (verify_attention.GLUON_RING) the ring split is instead a Gluon launch of its own after this one
+(kernels/verify_ring_gluon.py), writing partial 0 the same way.
 The page scores of kind "max" are stored by the page programs themselves (``direct_scores``), from the page maxima
 in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
 G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the
@@ -47,7 +47,6 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
 from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
-from sgl_spec.kernels.verify_ring_gluon import _ring_program
 from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
                                                _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
 
@@ -73,15 +72,11 @@ def _verify_pages_kernel(
     pt_ptr, s_pb, s_pj, qs_ptr,
     m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
-    hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r, shk_n, shk_h,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, RING: gl.constexpr = False, NT: gl.constexpr = 8,
+    SUB: gl.constexpr = 1,
 ):
-    if PDL and RING:  # the ring split is program NS of each pair (verify_ring_gluon): the merge waits for this launch
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
-    elif PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
+    if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)
     # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
@@ -230,10 +225,7 @@ def _verify_pages_kernel(
         if N2 > 0:
             _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
                            s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
-    elif RING and s == NS:  # (j0 >= n_req there: NS splits cover the window's INT8 pages)
-        _ring_program(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r, shk_n, shk_h, m_ptr, l_ptr,
-                      acc_ptr, b, h, q_start, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, NT, PT)
-    if PDL and not FIRST and not RING:  # the ring launch before this one let it start early: end after it (merge)
+    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it (merge)
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
 
@@ -327,22 +319,6 @@ def slim_form(group: int) -> bool:
     return group >= 4
 
 
-def ring_program_form(page_size: int, rows: int, group: int) -> bool:
-    """Whether the page launch of this form (page size, rows = γ+1 times G) takes the ring split as a program of its
-    own (verify_attention.RING_IN_PAGES, batch 1). H100, batch 1, same runs, ring launch -> ring program, means of 2-4
-    timings (bench/results/s30/ab_*): nq 5 (16 + 8 columns) P = 64 8k 30.3 -> 22.0 µs, 32k 43.8 -> 42.4, 64k 67.4 ->
-    67.3, 128k 114.6 -> 114.7, 256k 209.1 -> 208.4; P = 128 8k 29-37 -> 24, 32k 51.6 -> 41.5, 64k 68.0 -> 65.8, 128k
-    111.1 -> 112.1, 256k 202.9 -> 204.0; nq 8 P = 128 8k 37.8 -> 26.9, 32k 51.3 -> 44.1, 64k-256k equal or -0.8;
-    nq 1 -0.5 to -4. Not at P = 64 with one 32-column tile (nq 8 at G = 4): there the launch with the ring program is
-    slower the more pages it reads (8k -5.8 µs, but 32k +0.7, 128k +3.5, 256k +6.6), also with the ring branch as an
-    ``if`` after the page branch, whose sm_90 page loop issues its cp.async copies where the launch without the ring
-    program does and has as many spill reloads (17 a group; s30/loops.txt, s30/sep_nq8: 128k +2.9, 256k +7.6).
-    Why (bench/results/s31/ring_code_diag): not the ring program's work (skipped at run time: as slow) but its code in
-    this kernel, which changes ptxas's schedule of the page loop (a ring branch of a few instructions: as fast as the
-    launch without it; the branch first, noinline, or its inputs recomputed in it: as slow)."""
-    return not (page_size == GLUON_PAGE_SIZE and row_tiles(rows, group) == (32, 0))
-
-
 DIRECT_SCORES = True  # the page programs store the "max" page scores themselves (direct_scores)
 
 
@@ -397,12 +373,11 @@ def row_tiles(rows: int, group: int) -> tuple[int, int]:
 
 
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
-                 has_scores, score_lse, scores=None, sm_scale=1.0, first=False, ring=None):
+                 has_scores, score_lse, scores=None, sm_scale=1.0, first=False):
     """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
     ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge. ``first``: launched
-    before the ring launch (verify_attention.RING_ORDER "last"), else after it. ``ring`` = (hot_k, hot_v, hot_slot):
-    the ring split too, as program NS of each pair (kernels/verify_ring_gluon.py; grid (NS + 1, Hkv, B), no ring
-    launch)."""
+    before the ring launch (Triton, verify_attention.RING_ORDER "last", or Gluon, kernels/verify_ring_gluon.py),
+    which it lets start at once; else after it."""
     from sgl_spec.kernels.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
@@ -411,9 +386,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
     n1, n2 = row_tiles(NQ * G, G)
     sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT
-    hk, hv, hs = ring if ring is not None else (q, q, q_start)  # dummies, never read without RING
-    hst = hk.stride()[:4] if ring is not None else (0, 0, 0, 0)
-    _verify_pages_kernel[(NS + (ring is not None), Hkv, B)](
+    _verify_pages_kernel[(NS, Hkv, B)](
         q, q.stride(0), q.stride(1), q.stride(2),
         words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
         ks32, kz32, ks32.stride(0), ks32.stride(1),
@@ -422,9 +395,7 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         pm, pl, pacc, raw, raw.stride(0), raw.stride(1),
         sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
-        hk, hv, hs, *hst,
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
-        DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE, RING=ring is not None,
-        NT=_rows_tile(NQ * G) if ring is not None else 8,
+        DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -1,14 +1,18 @@
-"""The ring split of ``verify_attention`` as one program of the Gluon page launch (kernels/verify_pages_gluon.py,
-``RING``): the window's full-precision ring pages (<= 2 pages of P tokens, kernels/verify_attention.py's split 0)
-for one (request, KV head), written as partial index 0 exactly where the Triton ring launch writes it, so the merge
-is unchanged.
+"""The ring split of ``verify_attention`` as a Gluon launch of its own (``gluon_ring``): the window's full-precision
+ring pages (<= 2 pages of P tokens, kernels/verify_attention.py's split 0) for each (request, KV head), written as
+partial index 0 exactly where the Triton ring launch writes it, so the merge is unchanged.
 
-Why: at batch 1 the ring launch (8 programs after the page launch, waiting at their end for it, the merge waiting
-for them) costs a launch and a dependency hop: an empty launch structure of pages + ring + merge takes 7.39 µs
-against 6.43 without the ring launch (H100, bench/results/s29/floor). The draft's hot-token programs moved into its
-page launch for the same reason (kernels/draft_hot_gluon.py).
+Where: launched right after the Gluon page launch (kernels/verify_pages_gluon.py), which lets it start at once (PDL);
+it reads only q, the ring and q_start, which the page launch waited for, and ends after the page launch (the merge
+follows it). At batch 1 its programs take the SM slots the page launch leaves free and run beside the page programs.
 
-A program is the page programs' four warps. The window's columns are those of the page programs (score rows first,
+Why its own launch (bench/NOTES_kernels.md, sessions 30-31; H100, batch 1): the Triton ring launch computes the ring
+in tf32 dots that sat on the critical path at short contexts (8k x 1 30 µs against 22 µs here). Session 30 ran this
+program as one more program of the page launch instead, which saved that launch, but its code in the page kernel
+changed how ptxas scheduled the page loop: 3-8 µs slower at 128k-256k in the 32-column form, 1-1.5 µs at P = 128,
+even with its work skipped at run time. As its own launch the page kernel is the one without ring code.
+
+A program is four warps. The window's columns are those of the page programs (score rows first,
 ``verify_rows_gluon._window_row``), all NT = NQ * G of them (padded to a power of two) in one tile. Per 64-token
 chunk of the ring: K and V (the ring dtype) into shared memory, ``S^T [64 tokens, NT] = K q^T`` (16-bit operands,
 fp32 sums: the products are exact, as the Triton ring's tf32 ones are), a column sees tokens of its own page up to
@@ -18,6 +22,7 @@ loaded (their rows read as 0).
 """
 from __future__ import annotations
 
+import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
@@ -96,3 +101,35 @@ def _ring_program(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r,
     gl.store(acc_ptr + prow[None, :] * 128 + oR[:, None], acc, mask=ok_c[None, :])
     gl.store(m_ptr + prow, m, mask=ok_c)
     gl.store(l_ptr + prow, l, mask=ok_c)
+
+
+@gluon.jit
+def _verify_ring_kernel(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r, shk_n, shk_h, m_ptr, l_ptr,
+                        acc_ptr, qs_ptr, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr,
+                        NT: gl.constexpr, PT: gl.constexpr, PDL: gl.constexpr = False):
+    """Grid (Hkv, B). No wait at the start: the page launch before this one waited for the stream and released this
+    launch at its start; the wait at the end keeps the merge after the page launch."""
+    b = gl.program_id(1).to(gl.int64)
+    _ring_program(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r, shk_n, shk_h, m_ptr, l_ptr, acc_ptr,
+                  b, gl.program_id(0), gl.load(qs_ptr + b), qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, NT,
+                  PT)
+    if PDL:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
+
+
+def launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, qk_scale, S1, ra, rb):
+    """Partial 0 of ``verify_attention``'s Gluon engine (its checks done, its partials allocated), launched right
+    after the page launch with ``first=True``: grid (Hkv, B)."""
+    from sgl_spec.kernels.pdl import pdl_kwargs
+    from sgl_spec.kernels.verify_pages_gluon import NUM_WARPS, _rows_tile
+
+    B, NQ, Hq, D = q.shape
+    Hkv, P = hot_k.shape[3], hot_k.shape[2]
+    assert D == 128 and P % 64 == 0 and hot_k.stride(4) == 1 and q.stride(3) == 1, (q.shape, hot_k.shape)
+    assert hot_k.dtype == q.dtype in (torch.float16, torch.bfloat16) and hot_v.stride() == hot_k.stride()
+    _verify_ring_kernel[(Hkv, B)](
+        q, q.stride(0), q.stride(1), q.stride(2), hot_k, hot_v, hot_slot, *hot_k.stride()[:4], pm, pl, pacc, q_start,
+        qk_scale, NQ, Hq, S1, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
+        G=Hq // Hkv, NT=_rows_tile(NQ * Hq // Hkv), PT=P, num_warps=NUM_WARPS, **pdl_kwargs(q.device),
+    )

@@ -243,10 +243,10 @@ def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
 @pytest.mark.parametrize("P", [64, 128])
 @pytest.mark.parametrize("ctx", [1, 63, 4097])
 @pytest.mark.parametrize("B", [1, 3, 17])
-def test_verify_gluon_fused_ring(B, ctx, P, nq, G, dtype):
-    """engine="gluon" with the ring split as a program of the page launch (kernels/verify_ring_gluon.py; the rule's
-    choice at batch 1, forced here at every batch) and as its own Triton launch: both against the reference, with
-    stale ring rows past the window poisoned (never loaded) and the page scores the same bits (the ring has none)."""
+def test_verify_gluon_ring_launch(B, ctx, P, nq, G, dtype):
+    """engine="gluon" with the ring split as a Gluon launch (kernels/verify_ring_gluon.py; the rule's choice at
+    batch 1, forced here at every batch) and as the Triton ring launch: both against the reference, with stale ring
+    rows past the window poisoned (never loaded) and the page scores the same bits (the ring has none)."""
     tri, ref = _kernels("verify_attention")
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + G)
     nq = min(nq, ctx)
@@ -257,10 +257,10 @@ def test_verify_gluon_fused_ring(B, ctx, P, nq, G, dtype):
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     scores = []
-    for fused in (True, False):
+    for gluon_ring in (True, False):
         sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
         out = torch.full_like(q, float("nan"))
-        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=False, fused_ring=fused)
+        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=False, gluon_ring=gluon_ring)
         _close(out, want)
         for b, s0 in enumerate((q_start // P).tolist()):
             _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)

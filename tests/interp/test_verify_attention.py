@@ -374,16 +374,12 @@ def test_lse_scores(monkeypatch, pp, qa, case_i):
     torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
 
 
-def test_ring_program_rule(monkeypatch):
-    """The Gluon engine's ring split runs as a program of its page launch where the ring programs are counted in its
-    wave (batch 1 of Llama-3-8B on 132 SMs), except in the P = 64 single 32-column form (verify_pages_gluon.
-    ring_program_form: measured slower there); the Triton engine has no such program (a clear error)."""
-    from sgl_spec.kernels.verify_pages_gluon import ring_program_form
-
+def test_gluon_ring_rule(monkeypatch):
+    """The Gluon engine's ring split runs as a Gluon launch of its own (kernels/verify_ring_gluon.py) where the ring
+    programs are counted in the page launch's wave (batch 1 of Llama-3-8B on 132 SMs); the Triton engine has no
+    such launch (a clear error)."""
     monkeypatch.setattr(vsp, "_num_sms", lambda device: 132)
     assert vsp.ring_counted(8, "cpu") and not vsp.ring_counted(9, "cpu") and not vsp.ring_counted(64, "cpu")
-    assert ring_program_form(64, 20, 4) and ring_program_form(128, 20, 4) and ring_program_form(128, 32, 4)
-    assert ring_program_form(64, 4, 4) and not ring_program_form(64, 32, 4)
     case = make_case(1, 2, 4, 2, 32, 32, [40], torch.float16)
-    with pytest.raises(ValueError, match="fused_ring needs engine='gluon'"):
-        va.verify_attention(*case, 0.25, fused_ring=True)
+    with pytest.raises(ValueError, match="gluon_ring needs engine='gluon'"):
+        va.verify_attention(*case, 0.25, gluon_ring=True)
