@@ -448,16 +448,17 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
     order = RING_ORDER if gluon else "early"
+    qk_scale = float(sm_scale) * LOG2E  # the logits in log2 units (every launch's partials: m in these units)
     if gluon:  # the Gluon page splits 1..NS (verify_pages_gluon.launch_pages)
         def pages(first):
             vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw,
-                            float(sm_scale) * LOG2E, S1, C, NS, ra, rb, scores is not None, lse,
+                            qk_scale, S1, C, NS, ra, rb, scores is not None, lse,
                             scores=scores if direct else None, sm_scale=sm_scale, first=first)
     if gluon_ring:  # the page launch releases the Gluon ring launch at its start
         from sgl_spec.kernels.verify_ring_gluon import launch_ring
 
         pages(True)
-        launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, float(sm_scale) * LOG2E, S1, ra, rb)
+        launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, qk_scale, S1, ra, rb)
     else:
         if gluon and order == "last":
             pages(True)
@@ -466,7 +467,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
             Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
             VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
             HSLOT=hot_slot, PM=pm, PL=pl, PACC=pacc, RAW=raw,
-            qk_scale=float(sm_scale) * LOG2E, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
+            qk_scale=qk_scale, NQ=NQ, HQ=Hq, S1=S1, C=C, NS=NS, RB=RB, ra=ra, rb=rb,
             n_front=1 if ra == rb else 2, lo_r=min(ra, rb), hi_r=max(ra, rb),
             sq_b=q.stride(0), sq_n=q.stride(1), sq_h=q.stride(2),
             s_wp=words[0].stride(0), s_wh=words[0].stride(1), s_sp=ks32.stride(0), s_sh=ks32.stride(1),
