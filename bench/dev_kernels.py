@@ -193,7 +193,7 @@ def verify_variant(var):
     split as a Triton or a Gluon launch (fr=0|1, verify_attention(gluon_ring=)); module knobs set
     during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
-    (verify_pages_gluon.SPLIT_ROWS_WIDE)."""
+    (verify_pages_gluon.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -234,7 +234,8 @@ def verify_variant(var):
 # verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
-          "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE")}
+          "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE"),
+          "mt": ("verify_attention", "MERGE_TILE")}
 
 
 def _with_knobs(fn, knobs):
