@@ -41,7 +41,8 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
   atomics. (v1 reduced over the heads in the loop, v2 tried lazy rescaling: both slower, bench/NOTES_kernels.md.)
 With ``engine="gluon"`` the page splits run as kernels/verify_pages_gluon.py and split 0 as this kernel's grid
-``(Hkv * RB, 1, B)``, or (GLUON_RING, batch 1) as a Gluon launch of its own (kernels/verify_ring_gluon.py).
+``(Hkv * RB, 1, B)``, or (``gluon_ring_rule``: not batch-invariant) as a Gluon launch of its own
+(kernels/verify_ring_gluon.py).
 Stage 2 (kernels/verify_merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
 (m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
 partition; the others are never read); the extra programs reduce the raw score maxima.
@@ -101,15 +102,24 @@ RING_ORDER = "last"
 MAX_BLOCK_ROWS = 32
 
 
-# engine="gluon", batch_invariant=False: where the ring programs are counted in the page launch's wave
-# (verify_splits.ring_counted: batch 1 of Llama-3-8B on an H100), the ring split runs as a Gluon launch
-# (kernels/verify_ring_gluon.py) instead of the Triton ring launch: ~16-bit MMAs instead of tf32 dots, which sat on
-# the critical path at short contexts. H100, batch 1, same runs (bench/results/s31/gluon_ring), Triton ring launch /
-# ring as a program of the page launch (session 30) / this: nq 5 P 64 8k 25.0-29.1 / 21.2-22.0 / 22.4-22.8 µs, 256k
+# engine="gluon", batch_invariant=False (every batch): the ring split runs as a Gluon launch (kernels/
+# verify_ring_gluon.py) instead of the Triton ring launch: ~16-bit MMAs instead of tf32 dots, which sat on the critical
+# path at short contexts. H100, batch 1, same runs (bench/results/s31/gluon_ring), Triton ring launch / ring as a
+# program of the page launch (session 30) / this: nq 5 P 64 8k 25.0-29.1 / 21.2-22.0 / 22.4-22.8 µs, 256k
 # 209.9-210.1 / 209.6-209.8 / 209.8-210.0; nq 5 P 128 32k 51.1-51.4 / 41.9-42.0 / 41.3-41.7, 128k 111.8-111.9 /
-# 112.6-112.7 / 111.7; nq 8 P 64 8k 29.5 / 23.6 / 24.7, 256k 216.7 / 225.3 / 217.3. Batch-invariant launches keep the
-# Triton ring split (the same arithmetic at every batch).
+# 112.6-112.7 / 111.7; nq 8 P 64 8k 29.5 / 23.6 / 24.7, 256k 216.7 / 225.3 / 217.3. Beyond batch 1 (session 32,
+# bench/results/s32/ring_beyond_b1, Triton ring launch / this, µs): Llama-3-8B nq 5 4k x 4 33.6-33.8 / 29.2-29.4,
+# 8k x 2 32.5-34.1 / 28.2-28.4, 16k x 16 P 128 208.5-208.7 / 203.3, 8k x 64 418.8-419.2 / 415.4, 128k x 8 and
+# 256k x 8 equal within 0.2%; nq 8 8k x 32 228.4-229.0 / 223.2-224.9, 128k x 8 equal within the run's noise;
+# pycode-30m (G = 2, nq 13) 4k x 32 51.2-52.1 / 48.4-48.8, 15k x 16 P 128 74.2-75.1 / 71.7. Batch-invariant launches
+# keep the Triton ring split (deterministic inference is not re-measured with this launch).
 GLUON_RING = True
+
+
+def gluon_ring_rule(gluon: bool, batch_invariant: bool, num_splits) -> bool:
+    """Whether the ring split runs as the Gluon launch (GLUON_RING): the Gluon engine at any batch, except
+    batch-invariant launches and the dev form with a fixed split count (which keep the Triton ring launch)."""
+    return gluon and GLUON_RING and not batch_invariant and num_splits is None
 
 
 def merge_block_s(S1: int) -> int:
@@ -431,8 +441,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
                                                pps, ring_in_grid=None if gluon else True)
     if gluon_ring is None:
-        gluon_ring = (gluon and GLUON_RING and not batch_invariant and num_splits is None
-                      and splits.ring_counted(B * Hkv, q.device, pps))
+        gluon_ring = gluon_ring_rule(gluon, batch_invariant, num_splits)
     elif gluon_ring and not gluon:
         raise ValueError("verify_attention: gluon_ring needs engine='gluon'")
     S1 = 1 + NS  # split 0 = ring, then page splits

@@ -30,8 +30,8 @@ scales double-buffered, two barriers a group) measured the same or slower (bench
 
 The partials (m, l, unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page
 partition, so the Triton ring program (split 0) and the Triton merge (kernels/verify_merge.py) are reused unchanged.
-At batch 1 (verify_attention.GLUON_RING) the ring split is instead a Gluon launch of its own after this one
-(kernels/verify_ring_gluon.py), writing partial 0 the same way.
+Where the launch need not be batch-invariant (verify_attention.gluon_ring_rule) the ring split is instead a Gluon
+launch of its own after this one (kernels/verify_ring_gluon.py), writing partial 0 the same way.
 The page scores of kind "max" are stored by the page programs themselves (``direct_scores``), from the page maxima
 in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
 G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the

@@ -4,7 +4,9 @@ partial index 0 exactly where the Triton ring launch writes it, so the merge is 
 
 Where: launched right after the Gluon page launch (kernels/verify_pages_gluon.py), which lets it start at once (PDL);
 it reads only q, the ring and q_start, which the page launch waited for, and ends after the page launch (the merge
-follows it). At batch 1 its programs take the SM slots the page launch leaves free and run beside the page programs.
+follows it). At batch 1 its programs take the SM slots the page launch leaves free and run beside the page programs;
+at larger batches they take slots as page programs end (verify_attention.gluon_ring_rule: every batch of a launch
+that need not be batch-invariant).
 
 Why its own launch (bench/NOTES_kernels.md, sessions 30-31; H100, batch 1): the Triton ring launch computes the ring
 in tf32 dots that sat on the critical path at short contexts (8k x 1 30 µs against 22 µs here). Session 30 ran this

@@ -155,33 +155,29 @@ def spec_gluon_verify(prompts):
 def test_gluon_verify_kernel_in_the_server(prompts, int8, spec_gluon_verify):
     """--quantspec-verify-kernel gluon: every verify window (the default γ: (γ+1) x 2 rows <= 32) through the Gluon
     page programs, CUDA graphs included. The INT8 server decodes one row at a time with the Triton kernel, so the two
-    compute the same attention with fp32 sums in another order: every divergence must start at a near tie. The
-    serial requests (batch 1) also run the verify's ring split as its own Gluon launch (kernels/verify_ring_gluon.py),
-    inside the verify CUDA graph; the concurrent ones (batch 16) keep the Triton ring launch."""
+    compute the same attention with fp32 sums in another order: every divergence must start at a near tie. Its
+    verify's ring split runs as its own Gluon launch (kernels/verify_ring_gluon.py) at every batch, inside the verify
+    CUDA graphs."""
     _assert_gluon_verify_ties_only(prompts, spec_gluon_verify, int8, "gluon verify")
 
 
-def _gluon_ring_at_batch_1():
-    """verify_attention's gluon_ring rule for a batch-1 launch of pycode-30m's KV heads on this GPU (the serial
-    requests of the Gluon verify servers): without it those servers would not cover the Gluon ring launch."""
+def _gluon_ring_on():
+    """verify_attention's gluon_ring rule for the Gluon verify servers' launches (Gluon engine, not batch-invariant):
+    without it those servers would not cover the Gluon ring launch."""
     import importlib
-    import json
 
     sys.path.insert(0, str(REPO / "bench"))
     importlib.import_module("kernel_cases")  # sgl_spec.kernels importable where sgl-spec is not pip-installed
     from sgl_spec.kernels import verify_attention as va
-    from sgl_spec.kernels import verify_pages_gluon as vg
-    from sgl_spec.kernels.verify_splits import ring_counted
 
-    hkv = json.loads((pycode_model_dir() / "config.json").read_text())["num_key_value_heads"]
-    return va.GLUON_RING and ring_counted(1 * hkv, "cuda", vg.PROGRAMS_PER_SM)
+    return va.gluon_ring_rule(True, False, None)
 
 
 def _assert_gluon_verify_ties_only(prompts, run, int8, label):
     """``run`` (a server with --quantspec-verify-kernel gluon) against the INT8 server: the Gluon verify ran, and
     every first divergence starts at a near tie of the INT8 server's top-2 logprobs (margin < NEAR_TIE)."""
     assert "quantspec verify kernel: gluon" in run["log"]
-    assert _gluon_ring_at_batch_1(), "the serial requests would not take the Gluon ring launch on this GPU"
+    assert _gluon_ring_on(), "the Gluon verify servers would not take the Gluon ring launch"
     names = [n for n, _ in prompts]
     diffs = _first_diffs(_ids(run["serial"]), _ids(int8["serial"]), names)
     margins = [(n, pos, round(_margin(int8["serial"][names.index(n)], pos), 4)) for n, pos in diffs]

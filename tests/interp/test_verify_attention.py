@@ -375,9 +375,16 @@ def test_lse_scores(monkeypatch, pp, qa, case_i):
 
 
 def test_gluon_ring_rule(monkeypatch):
-    """The Gluon engine's ring split runs as a Gluon launch of its own (kernels/verify_ring_gluon.py) where the ring
-    programs are counted in the page launch's wave (batch 1 of Llama-3-8B on 132 SMs); the Triton engine has no
-    such launch (a clear error)."""
+    """The Gluon engine's ring split runs as a Gluon launch of its own (kernels/verify_ring_gluon.py) at every batch
+    of a launch that need not be batch-invariant; batch-invariant launches, fixed split counts and the Triton engine
+    keep the Triton ring launch (the Triton engine has no Gluon one: a clear error). Separately, the split rule
+    counts a slot for each ring program only where they fit beside the page programs (batch 1 of Llama-3-8B on 132
+    SMs)."""
+    assert va.gluon_ring_rule(True, False, None)
+    assert not va.gluon_ring_rule(True, True, None) and not va.gluon_ring_rule(True, False, 4)
+    assert not va.gluon_ring_rule(False, False, None)
+    monkeypatch.setattr(va, "GLUON_RING", False)
+    assert not va.gluon_ring_rule(True, False, None)
     monkeypatch.setattr(vsp, "_num_sms", lambda device: 132)
     assert vsp.ring_counted(8, "cpu") and not vsp.ring_counted(9, "cpu") and not vsp.ring_counted(64, "cpu")
     case = make_case(1, 2, 4, 2, 32, 32, [40], torch.float16)
