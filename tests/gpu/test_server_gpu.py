@@ -166,7 +166,8 @@ def _gluon_ring_on():
     without it those servers would not cover the Gluon ring launch."""
     import importlib
 
-    sys.path.insert(0, str(REPO / "bench"))
+    if str(REPO / "bench") not in sys.path:
+        sys.path.insert(0, str(REPO / "bench"))
     importlib.import_module("kernel_cases")  # sgl_spec.kernels importable where sgl-spec is not pip-installed
     from sgl_spec.kernels import verify_attention as va
 
