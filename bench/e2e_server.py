@@ -198,21 +198,22 @@ def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: fl
     as sgl-spec go first on the server's PYTHONPATH."""
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    port = harness.free_port()
-    log_path = log_dir / f"server-{time.strftime('%H%M%S')}-{port}.log"
-    if device == "cpu":
-        cmd, env = harness.server_command(model_dir, port, args), harness.server_env()
-    else:
-        cmd, env = gpu_command(args, port, site, overlay)
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        log.write(("$ " + " ".join(cmd) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(cmd, cwd=log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+    def spawn(port):
+        log_path = log_dir / f"server-{time.strftime('%H%M%S')}-{port}.log"
+        if device == "cpu":
+            cmd, env = harness.server_command(model_dir, port, args), harness.server_env()
+        else:
+            cmd, env = gpu_command(args, port, site, overlay)
+        with open(log_path, "wb") as log:
+            log.write(("$ " + " ".join(cmd) + "\n").encode())
+            log.flush()
+            proc = subprocess.Popen(cmd, cwd=log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        return proc, log_path
+
+    proc, port, log_path, startup_s = harness.start_ready(spawn, timeout)
     try:
-        harness._wait_ready(proc, f"http://127.0.0.1:{port}", log_path, timeout)
-        yield BenchServer(proc, port, log_path, time.monotonic() - t0)
+        yield BenchServer(proc, port, log_path, startup_s)
     finally:
         harness._kill_group(proc)
 

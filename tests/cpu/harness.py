@@ -62,6 +62,8 @@ DEFAULT_ARGS = (
     "--sleep-on-idle",
 )
 LOG_TAIL_LINES = 80
+PORT_IN_USE = "address already in use"  # uvicorn / torch.distributed: "[Errno 98] ... address already in use"
+PORT_TRIES = 3
 
 
 def free_port() -> int:
@@ -175,6 +177,10 @@ class ServerFailed(RuntimeError):
     pass
 
 
+class PortInUse(ServerFailed):
+    """The server died at startup because its port (HTTP or torch.distributed) was taken meanwhile."""
+
+
 class Server:
     """A running server: base URL, log path and small request helpers (each returns parsed JSON)."""
 
@@ -249,7 +255,8 @@ def _wait_ready(proc, url, log_path, timeout):
     last_err = "no answer yet"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise ServerFailed(f"server exited with {proc.returncode} during startup; log tail:\n{_tail(log_path)}")
+            kind = PortInUse if _port_clash(log_path) else ServerFailed
+            raise kind(f"server exited with {proc.returncode} during startup; log tail:\n{_tail(log_path)}")
         try:
             # /health_generate runs a one-token generation, so 200 means the scheduler really serves.
             resp = requests.get(url + "/health_generate", timeout=30)
@@ -262,6 +269,32 @@ def _wait_ready(proc, url, log_path, timeout):
     raise ServerFailed(f"server not ready after {timeout}s ({last_err}); log tail:\n{_tail(log_path)}")
 
 
+def _port_clash(log_path) -> bool:
+    return PORT_IN_USE in _tail(log_path).lower()
+
+
+def start_ready(spawn, timeout, tries=PORT_TRIES):
+    """Start a server with ``spawn(port) -> (proc, log_path)`` on a fresh port and wait until it serves; returns
+    (proc, port, log_path, startup seconds). free_port() only finds a port that is free at that instant, and SGLang
+    binds it (and its torch.distributed port) ~20 s later, when another process may hold it: a startup that dies
+    with "address already in use" is started again on a new port, up to ``tries`` times. Other failures raise."""
+    for attempt in range(tries):
+        port = free_port()
+        t0 = time.monotonic()
+        proc, log_path = spawn(port)
+        try:
+            _wait_ready(proc, f"http://127.0.0.1:{port}", log_path, timeout)
+            return proc, port, log_path, time.monotonic() - t0
+        except PortInUse:
+            _kill_group(proc)
+            if attempt + 1 == tries:
+                raise
+            print(f"[harness] port {port} was taken during startup; starting again on another", file=sys.stderr)
+        except BaseException:
+            _kill_group(proc)
+            raise
+
+
 @contextlib.contextmanager
 def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None, verify_attention=False):
     """Start a CPU SGLang server, wait until it serves, yield a Server, then kill its process group.
@@ -272,18 +305,19 @@ def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None
     """
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="sglang-cpu-"))
     log_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    log_path = log_dir / f"server-{port}.log"
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            server_command(model_path, port, extra_args), cwd=log_dir, env=server_env(env, verify_attention),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
+
+    def spawn(port):
+        log_path = log_dir / f"server-{port}.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                server_command(model_path, port, extra_args), cwd=log_dir, env=server_env(env, verify_attention),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        return proc, log_path
+
+    proc, port, log_path, startup_s = start_ready(spawn, timeout)
     try:
-        _wait_ready(proc, f"http://127.0.0.1:{port}", log_path, timeout)
-        server = Server(proc, port, log_path, time.monotonic() - t0)
-        yield server
+        yield Server(proc, port, log_path, startup_s)
         if proc.poll() is not None:
             raise ServerFailed(f"server died during the test (rc={proc.returncode}); log tail:\n{_tail(log_path)}")
     finally:
@@ -293,8 +327,16 @@ def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None
 def run_server_expect_failure(model_path, extra_args=(), env=None, timeout=300, verify_attention=False):
     """Run a server whose startup should fail. Returns (returncode, last log lines as one string).
 
-    Raises ServerFailed if it becomes ready instead (it is then killed) or does not exit within timeout.
+    Raises ServerFailed if it becomes ready instead (it is then killed) or does not exit within timeout. A failure
+    because the port was taken meanwhile is not the one expected: that startup is run again on another port.
     """
+    for attempt in range(PORT_TRIES):
+        rc, tail = _run_until_exit(model_path, extra_args, env, timeout, verify_attention)
+        if PORT_IN_USE not in tail.lower() or attempt + 1 == PORT_TRIES:
+            return rc, tail
+
+
+def _run_until_exit(model_path, extra_args, env, timeout, verify_attention):
     log_dir = Path(tempfile.mkdtemp(prefix="sglang-cpu-fail-"))
     port = free_port()
     log_path = log_dir / f"server-{port}.log"
