@@ -176,15 +176,20 @@ def _gluon_ring_on():
 
 def _assert_gluon_verify_ties_only(prompts, run, int8, label):
     """``run`` (a server with --quantspec-verify-kernel gluon) against the INT8 server: the Gluon verify ran, and
-    every first divergence starts at a near tie of the INT8 server's top-2 logprobs (margin < NEAR_TIE)."""
+    every first divergence, of its serial and of its 16 concurrent requests, starts at a near tie of the INT8 server's
+    serial top-2 logprobs (margin < NEAR_TIE)."""
     assert "quantspec verify kernel: gluon" in run["log"]
     assert _gluon_ring_on(), "the Gluon verify servers would not take the Gluon ring launch"
     names = [n for n, _ in prompts]
-    diffs = _first_diffs(_ids(run["serial"]), _ids(int8["serial"]), names)
-    margins = [(n, pos, round(_margin(int8["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
-    print(f"[gpu] {label}: spec == int8 for {len(prompts) - len(diffs)}/{len(prompts)} prompts; "
-          f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
-    loud = [m for m in margins if m[2] >= NEAR_TIE]
+    loud = []
+    # serial: batch-1 verify launches; concurrent: the 16 requests batched (the Gluon ring launch at batch > 1 too)
+    runs = {"serial": (_ids(run["serial"]), range(len(names))), "16 concurrent": (run["concurrent"], CONCURRENT)}
+    for mode, (got, idx) in runs.items():
+        diffs = _first_diffs(got, [int8["serial"][i]["output_ids"] for i in idx], [names[i] for i in idx])
+        margins = [(n, pos, round(_margin(int8["serial"][names.index(n)], pos), 4)) for n, pos in diffs]
+        print(f"[gpu] {label}, {mode}: spec == int8 for {len(idx) - len(diffs)}/{len(idx)} prompts; "
+              f"(prompt, first divergence, int8 top-2 logprob margin there): {margins}")
+        loud += [(mode, m) for m in margins if m[2] >= NEAR_TIE]
     assert not loud, f"divergences at confident tokens (margin >= {NEAR_TIE}): {loud}"
 
 
