@@ -1,5 +1,5 @@
-"""INT8 page steps of ``verify_attention`` (kernels/verify_attention.py): loading one page's words and scales, and
-the online-softmax update of one page (or two) in either operand arrangement:
+"""INT8 page steps of ``verify_attention``'s Triton stage 1 (kernels/verify_stage1.py): loading one page's words and
+scales, and the online-softmax update of one page (or two) in either operand arrangement:
 
 * ``_int8_page`` / ``_int8_pair`` (default): tokens as the MMA M dimension, ``S^T = K Q^T`` with dequantized keys
   in registers, ``O^T += (C_v - 128)^T (p∘s_v)`` with exact centred value codes; per (token, row) row sums and

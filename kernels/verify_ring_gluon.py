@@ -1,6 +1,6 @@
 """The ring split of ``verify_attention`` as a Gluon launch of its own (``gluon_ring``): the window's full-precision
-ring pages (<= 2 pages of P tokens, kernels/verify_attention.py's split 0) for each (request, KV head), written as
-partial index 0 exactly where the Triton ring launch writes it, so the merge is unchanged.
+ring pages (<= 2 pages of P tokens: split 0 of the Triton stage 1, kernels/verify_stage1.py) for each (request, KV
+head), written as partial index 0 exactly where the Triton ring launch writes it, so the merge is unchanged.
 
 Where: launched right after the Gluon page launch (kernels/verify_pages_gluon.py), which lets it start at once (PDL);
 it reads only q, the ring and q_start, which the page launch waited for, and ends after the page launch (the merge

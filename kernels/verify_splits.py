@@ -1,6 +1,6 @@
 """How ``verify_attention`` (kernels/verify_attention.py) cuts each request's pages into split-KV programs.
 
-Two partitions (the module docstring of verify_attention.py says what each guarantees):
+Two partitions (the module docstring of verify_stage1.py says what each guarantees):
 * ``pages_per_split``: batch-invariant (``--enable-deterministic-inference``): pages per split ``C`` from Hkv, MAXP and
   the SM count only, never B or NQ.
 * ``splits_for_batch``: the server's default: a split count per request that follows B (the kernel then cuts each
