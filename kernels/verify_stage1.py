@@ -23,7 +23,7 @@ Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
   waves) but in a few long ones. ``C_b`` follows B and the window's first page, so a row's result may then differ
   in fp32 rounding between batches, or between a verify window and a one-row decode at its position (the output
   stays the same attention).
-* INT8 pages (the draft kernel's layout, kernels/draft_decode.py): the page's P tokens are the MMA's M dimension,
+* INT8 pages (the draft kernel's layout, kernels/draft_pages.py): the page's P tokens are the MMA's M dimension,
   ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
   both planes -> one fp16 FMA per pair, kernels/int8_words.py), so Q^T is one constant operand for every page; and
   ``O^T [D, BLOCK_M] += (C_v - 128)^T [D, P] (p∘s_v)^T [P, BLOCK_M]`` with exact centred value codes; the value zero
