@@ -13,7 +13,8 @@ How the server is run, and why:
   Spawned scheduler/detokenizer processes inherit all of it.
 - cwd is the log directory, never the repo root: `python -m` puts cwd on sys.path, and the repo's top-level
   `kernels/` directory would shadow PyPI's `kernels` package that transformers imports.
-- A fresh free port; the server runs in its own session (process group), so on exit the whole group (HTTP server,
+- A fresh free port (a startup that dies because another process took it first is started again on a new one:
+  start_ready); the server runs in its own session (process group), so on exit the whole group (HTTP server,
   scheduler, detokenizer) gets SIGTERM, then SIGKILL after a grace period.
 - stdout+stderr go to a log file; any startup failure or timeout raises with the log's tail.
 - Env also: the venv's bin/ first on PATH (SGLang JIT builds call `ninja`), `CXX="c++ -include cstddef"` (SGLang's
