@@ -296,6 +296,17 @@ def start_ready(spawn, timeout, tries=PORT_TRIES):
             raise
 
 
+def _spawn(log_dir, port, model_path, extra_args, env, verify_attention):
+    """Start the CPU server command on ``port`` in its own process group, its output in log_dir/server-PORT.log."""
+    log_path = log_dir / f"server-{port}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            server_command(model_path, port, extra_args), cwd=log_dir, env=server_env(env, verify_attention),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    return proc, log_path
+
+
 @contextlib.contextmanager
 def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None, verify_attention=False):
     """Start a CPU SGLang server, wait until it serves, yield a Server, then kill its process group.
@@ -307,16 +318,8 @@ def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="sglang-cpu-"))
     log_dir.mkdir(parents=True, exist_ok=True)
 
-    def spawn(port):
-        log_path = log_dir / f"server-{port}.log"
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                server_command(model_path, port, extra_args), cwd=log_dir, env=server_env(env, verify_attention),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )
-        return proc, log_path
-
-    proc, port, log_path, startup_s = start_ready(spawn, timeout)
+    proc, port, log_path, startup_s = start_ready(
+        lambda port: _spawn(log_dir, port, model_path, extra_args, env, verify_attention), timeout)
     try:
         yield Server(proc, port, log_path, startup_s)
         if proc.poll() is not None:
@@ -338,14 +341,9 @@ def run_server_expect_failure(model_path, extra_args=(), env=None, timeout=300, 
 
 
 def _run_until_exit(model_path, extra_args, env, timeout, verify_attention):
-    log_dir = Path(tempfile.mkdtemp(prefix="sglang-cpu-fail-"))
     port = free_port()
-    log_path = log_dir / f"server-{port}.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            server_command(model_path, port, extra_args), cwd=log_dir, env=server_env(env, verify_attention),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
+    proc, log_path = _spawn(Path(tempfile.mkdtemp(prefix="sglang-cpu-fail-")), port, model_path, extra_args, env,
+                            verify_attention)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
