@@ -131,6 +131,8 @@ def draft_kwargs(var, B, maxp, P):
         kw["fused_hot"] = bool(int(var["fh"]))
     if "md" in var:  # merge programs a (request, head): channel blocks
         kw["merge_blocks"] = int(var["md"])
+    if "as" in var:  # Gluon page programs: pages through a shared-memory ring of this many slots (0: registers)
+        kw["stages"] = int(var["as"])
     if "gl" in var:  # page programs in Gluon (kernels/draft_pages_gluon.py)
         kw["engine"] = "gluon" if int(var["gl"]) else "triton"
     return kw
@@ -139,7 +141,7 @@ def draft_kwargs(var, B, maxp, P):
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
              "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks", "split_stride",
-             "fused_hot")
+             "fused_hot", "stages")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
@@ -409,15 +411,14 @@ def bench_quantize(batches, P, gbps, log):
 
 def check_draft(log, variants=({},)):
     """Fresh random quantized pages (reference quantizer) vs draft_decode_ref: the asm conversion paths on the GPU.
-    The default launch at P = 64 and 128; every other kernel-changing keyword combination of ``variants`` at P = 64
-    (the page size the variants are for)."""
+    Every kernel-changing keyword combination of ``variants`` at P = 64 and 128."""
     kws = []
     for var in variants:
         kw = {k: v for k, v in draft_kwargs(var, 1, 1, 64).items() if k in KERNEL_KW}
         kws += [kw] if kw not in kws else []
     worst = 0.0
     for kw in kws:
-        worst = max(worst, _check_draft_one(log, kw, (64, 128) if not kw else (64,)))
+        worst = max(worst, _check_draft_one(log, kw, (64, 128)))
     return worst
 
 

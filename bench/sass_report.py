@@ -140,7 +140,7 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
+def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
     hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written)."""
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -156,7 +156,7 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0):
 
     hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
-                 WRITE_NEW=bool(hot))
+                 WRITE_NEW=bool(hot), STAGES=stages)
     cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1,
                       source=GluonASTSource)
     report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} hot={int(bool(hot))} (one warp a "
@@ -214,10 +214,10 @@ if __name__ == "__main__":
     elif what == "verify_ring_gluon":  # sass_report.py verify_ring_gluon [G=4] [NT=32] [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)
-    elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1]
+    elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1] [as=0|2|3]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,
-                     int(kv.get("hot", 0)))
+                     int(kv.get("hot", 0)), int(kv.get("as", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):

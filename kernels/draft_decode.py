@@ -23,9 +23,9 @@ import triton
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
                                            GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS, GLUON_MAX_GROUP,
                                            GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
-                                           GLUON_PROGRAMS_PER_SM, GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE,
-                                           MIN_PAGES_PER_SPLIT, NUM_STAGES, _sm_count, gluon_draft_shapes,
-                                           launch_config, num_splits_for)
+                                           GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT, NUM_STAGES,
+                                           _sm_count, gluon_draft_shapes, gluon_programs_per_sm,
+                                           gluon_stream_stages, launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel
 from sgl_spec.kernels.draft_pages import _draft_decode_kernel
@@ -69,7 +69,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
                  new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None,
-                 split_stride=None, fused_hot=None):
+                 split_stride=None, fused_hot=None, stages=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
@@ -84,7 +84,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     head); ``split_stride`` (gluon): split s takes pages s, s + NS, ... (GLUON_STRIDED) or a contiguous share;
     ``fused_hot`` (gluon, 16-bit rings): the hot-token programs as one-warp programs of the page launch
     (kernels/draft_hot_gluon.py; it then waits for the stream at its start and there is no hot-token launch) or
-    not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits)."""
+    not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits). ``stages`` (gluon): 0 = each page program
+    prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
+    (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -163,7 +165,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         nw = int(num_warps) if num_warps else GLUON_HOT_LAUNCH[0]
         st = int(num_stages) if num_stages else GLUON_HOT_LAUNCH[1]
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
-    ppsm = int(programs_per_sm or (GLUON_PROGRAMS_PER_SM if gluon else ppsm))
+    ring = gluon_stream_stages(P, B * Hkv, stages) if gluon else 0
+    if stages and not gluon:
+        raise ValueError("draft_decode: stages (the shared-memory page ring) is a keyword of engine='gluon'")
+    ppsm = int(programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
     mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
@@ -209,7 +214,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
             page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
             float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
-            STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), num_warps=1,
+            STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), STAGES=ring,
+            num_warps=1,
             **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
     _draft_decode_merge_kernel[(B * Hq, mb)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,

@@ -140,9 +140,44 @@ GLUON_STRIDED = True  # split s takes pages s, s + NS, ...: its first page id sk
 # 38.2 -> 38.3-38.6, 128k 63.2 -> 64.7, 256k 113.3 -> 116.7. With 1-page splits the page programs end before a fused
 # hot-token program (64 ring tokens on one warp) does: 7% at 64k equal (14.9), at 8k 11.8 -> 12.0
 GLUON_FUSED_HOT = True
+# engine="gluon", P in GLUON_STREAM_PAGE_SIZES and at least GLUON_STREAM_MIN_PAIRS (request, KV head) pairs a launch:
+# the page programs stream their pages through a cp.async ring of GLUON_STREAM_STAGES slots in shared memory
+# (kernels/draft_stream_gluon.py; 168 registers, 8960 B a slot) instead of one page prefetched in registers, as many
+# programs an SM as its shared memory holds (gluon_programs_per_sm: 12 at 2 slots). H100, Llama-3-8B, same runs,
+# registers -> ring (bench/results/s34/stream/diag_b.log): P = 128 64k x 8 218.3 -> 214.3 us, 128k x 8 415.9 ->
+# 407.0, 256k x 8 809.4 -> 792.1, 128k x 32 1613 -> 1563; P = 64 equal at batch 8-32 (64k x 8 215.4 -> 216.2, 32k x
+# 32 414.7 -> 414.0) and slower at batch 1 (the split count of 12 programs an SM: 128k x 1 at P = 128 62.5 -> 70.5).
+# With the rule (s34/rule/rule.log, registers -> rule): 32k x 8 119.6 -> 115.8, 4k x 64 127.2 -> 124.8, 16k x 32
+# 221.3 -> 214.1, 8k x 8 43.5 -> 44.0; 64k x 4 (32 pairs, not taken) 116.4 -> 114.4 forced. A stream-only variant of
+# the ring (no attention math) ends within 1-3% of the real kernel at batch 8 (64k x 8 P = 64 213.2 us, 92% of copy):
+# the page phase is bound by the memory system, not the math
+GLUON_STREAM_PAGE_SIZES = (128,)
+GLUON_STREAM_MIN_PAIRS = 64
+GLUON_STREAM_STAGES = 2
+GLUON_STREAM_SLOT_BYTES = 8960  # one 64-token (sub-)page: key + value words 8192 B, key scale/zero words 512, value 256
+GLUON_SMEM_PER_SM = 232448  # an sm_90 SM's shared memory for blocks (227 KiB), 1 KiB of it reserved a block
+GLUON_STREAM_MAX_PROGRAMS = 12  # 168 registers a thread: 12 one-warp programs an SM
 GLUON_FUSED_HOT_PAGES = {64: (2, 4), 128: (2, 16)}
 GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the tests assume sm_90+
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
+
+
+def gluon_stream_stages(page_size: int, pairs: int, stages=None) -> int:
+    """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers): ``stages`` where
+    given, else GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster."""
+    if stages is not None:
+        if int(stages) not in (0, 2, 3, 4):
+            raise ValueError(f"draft_decode: stages must be 0 (registers) or 2-4 ring slots, got {stages}")
+        return int(stages)
+    return GLUON_STREAM_STAGES if page_size in GLUON_STREAM_PAGE_SIZES and pairs >= GLUON_STREAM_MIN_PAIRS else 0
+
+
+def gluon_programs_per_sm(stages: int) -> int:
+    """One-warp Gluon page programs an SM for the split rule: GLUON_PROGRAMS_PER_SM (registers) without the ring,
+    else as many as the SM's shared memory holds (2 slots: 12, 3: 8, 4: 6)."""
+    if not stages:
+        return GLUON_PROGRAMS_PER_SM
+    return min(GLUON_STREAM_MAX_PROGRAMS, GLUON_SMEM_PER_SM // (stages * GLUON_STREAM_SLOT_BYTES + 1024))
 
 
 def gluon_draft_shapes(page_size: int, head_dim: int, group: int) -> str:

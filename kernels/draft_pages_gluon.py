@@ -25,6 +25,10 @@ reduction:
   1/16 at the end) ``+ Σ p z``, with Σp' summed over the same fp16 p' the MMA used;
 * online softmax in fp32, base 2, over the page's 64 tokens per head.
 
+``STAGES`` > 0 (draft_launch.gluon_stream_stages: P = 128 from 64 pairs a launch): the pages stream through a
+cp.async ring of that many slots in shared memory instead (kernels/draft_stream_gluon.py), the same words landing in
+the same registers, with two warp barriers a page.
+
 A program is one warp and one split of one (request, KV head); it writes the same partial (m, l, unnormalized acc) as
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
 merge are reused unchanged. With ``HS`` > 0 the launch holds the hot-token programs too (kernels/draft_hot_gluon.py,
@@ -35,9 +39,10 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
 from sgl_spec.kernels.draft_hot_gluon import _half_pair, _hot_partial
+from sgl_spec.kernels.draft_stream_gluon import _copy_page, _read_page, _stream_buffers
 from sgl_spec.kernels.nibble_words import _ASM_KEYS
 
 # values: a token pair (even word $8, odd word $9, the same 4 channels + their D/2 partners) -> 8 fp16 pairs
@@ -192,6 +197,7 @@ def _draft_pages_kernel(
     STRIDED: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
     hk_ptr=None, hv_ptr=None, hvw_ptr=None, s_hs=0, s_hr=0, s_hn=0, s_hh=0, hslot_ptr=None, hstart_ptr=None,
     hlen_ptr=None, nk_ptr=None, nv_ptr=None, s_nb=0, s_nh=0, HS: gl.constexpr = 0, WRITE_NEW: gl.constexpr = False,
+    STAGES: gl.constexpr = 0,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -216,11 +222,11 @@ def _draft_pages_kernel(
         else:
             _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr,
                            vz_ptr, s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale,
-                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB)
+                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES)
     else:
         _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
                        s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
-                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB)
+                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES)
         if PDL:  # the hot-token launch before this one let it start early: finish only after it, for the merge
             gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                       pack=1)
@@ -231,7 +237,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
                    s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
                    G: gl.constexpr, NUM_SPLITS: gl.constexpr, NPART: gl.constexpr, PREFETCH: gl.constexpr,
                    STRIDED: gl.constexpr, NPAGES, SUB: gl.constexpr, MMA: gl.constexpr, OPA: gl.constexpr,
-                   OPB: gl.constexpr):
+                   OPB: gl.constexpr, STAGES: gl.constexpr = 0):
     """Page split s of (request b, KV head h): its pages' partial (m, l, unnormalized acc) at index 1 + s."""
     # key words: lane (t = lane % 4, g = lane // 4) holds words 4t..4t+3 of tokens g + 8 j (LDG.128)
     KW: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[1, 1],
@@ -278,25 +284,47 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
     zero_s = gl.zeros([64, 8], gl.float32, layout=MMA)
     zero_o = gl.zeros([128, 8], gl.float32, layout=MMA)
 
-    # the next page's loads are issued before this page is computed (one page in flight a warp). A 2x-unrolled
-    # form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
-    if not PREFETCH:
-        ok0 = lo > lo  # no page ahead: the prologue load is masked off
-    cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                     pg0, h, ok0, KW, VW, KSC, VSL, half0)
-    pg_next, half_next = _sub_page(lo + ST, ids, lo + ST < hi, SUB)
-    for i in range(lo, hi, ST):
-        if PREFETCH:
-            nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                             pg_next, h, i + ST < hi, KW, VW, KSC, VSL, half_next)
-            pg_next, half_next = _sub_page(i + 2 * ST, ids, i + 2 * ST < hi, SUB)
-            m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
-            cur = nxt
-        else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
-            pg_i, half_i = _sub_page(i, ids, i < hi, SUB)
-            page = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
-                              s_vsh, pg_i, h, i < hi, KW, VW, KSC, VSL, half_i)
+    if STAGES > 0:  # the pages stream through a shared-memory ring (kernels/draft_stream_gluon.py)
+        kb, vb, sc = _stream_buffers(STAGES)
+        _copy_page(kb, vb, sc, 0, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
+                   s_vsh, pg0, h, ok0, KW, VW, half0)
+        for k in gl.static_range(1, STAGES - 1):
+            pg_k, half_k = _sub_page(lo + k * ST, ids, lo + k * ST < hi, SUB)
+            _copy_page(kb, vb, sc, k, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh,
+                       s_vsp, s_vsh, pg_k, h, lo + k * ST < hi, KW, VW, half_k)
+        pg_a, half_a = _sub_page(lo + (STAGES - 1) * ST, ids, lo + (STAGES - 1) * ST < hi, SUB)
+        slot = 0
+        for i in range(lo, hi, ST):
+            gl.thread_barrier()  # every lane is past its reads of the slot the next copy fills
+            ia = i + (STAGES - 1) * ST
+            _copy_page(kb, vb, sc, (slot + STAGES - 1) % STAGES, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr,
+                       s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh, pg_a, h, ia < hi, KW, VW, half_a)
+            pg_a, half_a = _sub_page(ia + ST, ids, ia + ST < hi, SUB)
+            async_copy.wait_group(STAGES - 1)  # this page's group (one group a page, empty ones included)
+            gl.thread_barrier()  # the scales other lanes copied
+            page = _read_page(kb, vb, sc, slot, KW, VW, KSC, VSL)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
+            slot = (slot + 1) % STAGES
+        async_copy.wait_group(0)  # no copy outlives the program
+    else:  # the next page's loads are issued before this page is computed (one page in flight a warp). A
+        # 2x-unrolled form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
+        if not PREFETCH:
+            ok0 = lo > lo  # no page ahead: the prologue load is masked off
+        cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
+                         pg0, h, ok0, KW, VW, KSC, VSL, half0)
+        pg_next, half_next = _sub_page(lo + ST, ids, lo + ST < hi, SUB)
+        for i in range(lo, hi, ST):
+            if PREFETCH:
+                nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
+                                 pg_next, h, i + ST < hi, KW, VW, KSC, VSL, half_next)
+                pg_next, half_next = _sub_page(i + 2 * ST, ids, i + 2 * ST < hi, SUB)
+                m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
+                cur = nxt
+            else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
+                pg_i, half_i = _sub_page(i, ids, i < hi, SUB)
+                page = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
+                                  s_vsh, pg_i, h, i < hi, KW, VW, KSC, VSL, half_i)
+                m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
 
     # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))

@@ -1,7 +1,8 @@
 """The Gluon draft page programs (kernels/draft_pages_gluon.py) on a machine without a GPU: they compile for sm_90
 with every operand conversion a register rename (``assert_trivial``), no local or shared memory and no barrier (but
-the one of the hot-token programs, kernels/draft_hot_gluon.py), and
-the launcher refuses what they do not cover. Their numbers are checked against the reference on the GPU
+the one of the hot-token programs, kernels/draft_hot_gluon.py) in their register form; the ring form
+(kernels/draft_stream_gluon.py) with its slots, at most 168 registers (12 programs an SM) and no spills; and the
+launcher refuses what they do not cover. Their numbers are checked against the reference on the GPU
 (tests/gpu/test_kernels_gpu.py::test_draft_decode)."""
 from __future__ import annotations
 
@@ -36,6 +37,27 @@ def test_compiles_for_sm90_without_spills(G, P, hot):
     assert (int(h.group(1)), int(h.group(2))) == ((96, 1) if hot else (64, 0)), res.stdout
 
 
+@pytest.mark.parametrize("G,P,hot,stages", [(4, 128, 0, 2), (2, 64, 0, 3), (4, 64, 1, 2), (4, 128, 0, 4)])
+def test_ring_form_compiles_for_sm90(G, P, hot, stages):
+    """The shared-memory ring: its slots are the only shared memory, and the registers leave room for the programs
+    an SM that draft_launch.gluon_programs_per_sm counts on (12 at 2 slots: 65536 / (12 x 32) -> 168)."""
+    pytest.importorskip("triton.experimental.gluon")
+    from sgl_spec.kernels.draft_launch import GLUON_STREAM_SLOT_BYTES, gluon_programs_per_sm
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}",
+                          f"hot={hot}", f"as={stages}"], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    regs, stack, local, smem = (int(x) for x in re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)",
+                                                            res.stdout).groups())
+    assert stack == 0 and local == 0 and smem == stages * GLUON_STREAM_SLOT_BYTES, res.stdout
+    if not hot:  # with the hot-token programs (a combination the launch rule does not pick: the ring is for 64+
+        # pairs, the fused hot programs for fewer than 9) 186 registers, 11 programs an SM
+        assert regs * 32 * gluon_programs_per_sm(stages) <= 65536, res.stdout
+    assert gluon_programs_per_sm(2) == 12 and gluon_programs_per_sm(3) == 8 and gluon_programs_per_sm(0) == 8
+
+
 def test_engine_is_checked():
     from sgl_spec.kernels.draft_decode import draft_decode
     from sgl_spec.kvformat import KVFormat
@@ -51,3 +73,5 @@ def test_engine_is_checked():
         draft_decode(*args, engine="cuda")
     with pytest.raises(ValueError, match="merge_blocks"):
         draft_decode(*args, merge_blocks=3)
+    with pytest.raises(ValueError, match="stages"):  # the ring is the Gluon page programs'
+        draft_decode(*args, stages=2)

@@ -134,8 +134,10 @@ def test_draft_decode(B, ctx, P, mode):
     tri(*args, out=out, key_frag=False)  # keys through shared memory (the default kf is a no-op at P = 128)
     _close(out, want)
     # the Gluon page programs (kernels/draft_pages_gluon.py; P = 128 as two 64-token sub-pages a page); one split:
-    # every page in one program; contiguous shares instead of strided splits
-    for kw in (dict(), dict(num_splits=1), dict(split_stride=False)):
+    # every page in one program; contiguous shares instead of strided splits; the pages through a shared-memory ring
+    # of 2 / 3 slots (kernels/draft_stream_gluon.py) or prefetched in registers, whatever the launch rule picks
+    for kw in (dict(), dict(num_splits=1), dict(split_stride=False), dict(stages=0), dict(stages=2),
+               dict(stages=3, num_splits=1), dict(stages=2, split_stride=False)):
         out = torch.full_like(q, float("nan"))
         tri(*args, out=out, engine="gluon", merge_blocks=4, **kw)
         _close(out, want)
@@ -168,7 +170,8 @@ def test_draft_gluon_hot_programs_write_the_new_token(B, ctx, P):
     rk, rv = bt.hot_k.clone(), bt.hot_v.clone()
     want = ref(q, bt.store, bt.page_table, bt.i32(nq), rk, rv, *args[6:], new_k=new_k, new_v=new_v)
     assert not want.isnan().any()
-    for kw in (dict(fused_hot=True), dict(fused_hot=True, num_splits=1), dict(fused_hot=False)):
+    for kw in (dict(fused_hot=True), dict(fused_hot=True, num_splits=1), dict(fused_hot=False),
+               dict(fused_hot=True, stages=2)):
         bt.hot_k[rows] = float("nan")
         bt.hot_v[rows] = float("nan")
         out = torch.full_like(q, float("nan"))

@@ -1,0 +1,85 @@
+"""The Gluon draft page programs' page stream through shared memory (``STAGES`` > 0; kernels/draft_pages_gluon.py).
+
+Why: with the page prefetched in registers (``PREFETCH``) ptxas issues the next page's 36 loads only once the current
+page's key registers are free, i.e. late in the page's compute (SASS: at instruction ~850 of ~1310; session 27), so
+a warp has less than one page in flight on average and the batch-1 page phase streams at ~86-89% of copy bandwidth
+(bench/NOTES_kernels.md, sessions 26-27). Here every lane ``cp.async``-es the very words it later reads (the same
+distributed layouts KW / VW as the register form), ``STAGES - 1`` (sub-)pages ahead, into a ring of ``STAGES`` slots
+of 8960 B: the copies are issued at the top of each page whatever the registers hold, and the 72 registers of the
+prefetched page are free. The key scale/zero words and the value scales/zeros are copied in plain layouts and read
+back in the ones ``_attend`` takes (across lanes: one warp barrier after the wait).
+
+Shared memory a program (one warp): 8960 B x STAGES (3: 26.3 KiB, 8 programs an SM fit the H100's 228 KiB). The
+value words' layout is swizzled (8-word vectors of odd token pairs swapped): VW's half-warps read 4 even tokens x 8
+words, which unswizzled share 8 banks (4-way conflict); swizzled 2-way, the least for 64-byte rows.
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+
+# shared layouts of one slot (the ring's leading dim is the slot index)
+FLAT2 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+VSW2 = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=2, max_phase=2, order=[1, 0]))
+FLAT1 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[0]))
+CP2 = gl.constexpr(gl.BlockedLayout(size_per_thread=[2], threads_per_warp=[32], warps_per_cta=[1], order=[0]))
+
+
+@gluon.jit
+def _stream_buffers(STAGES: gl.constexpr):
+    """The ring: key words, value words [STAGES, 64, 16] int32; key scale words, key zero words [STAGES, 64] int32;
+    value scales, value zeros [STAGES, 64] fp16."""
+    kb = gl.allocate_shared_memory(gl.int32, [STAGES, 64, 16], FLAT2)
+    vb = gl.allocate_shared_memory(gl.int32, [STAGES, 64, 16], VSW2)
+    ksb = gl.allocate_shared_memory(gl.int32, [STAGES, 64], FLAT1)
+    kzb = gl.allocate_shared_memory(gl.int32, [STAGES, 64], FLAT1)
+    vsb = gl.allocate_shared_memory(gl.float16, [STAGES, 64], FLAT1)
+    vzb = gl.allocate_shared_memory(gl.float16, [STAGES, 64], FLAT1)
+    return kb, vb, (ksb, kzb, vsb, vzb)
+
+
+@gluon.jit
+def _copy_page(kb, vb, sc, slot, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
+               s_vsh, page, h, ok, KW: gl.constexpr, VW: gl.constexpr, half=0):
+    """cp.async of one 64-token (sub-)page of KV head h into ring slot ``slot`` (nothing copied where not ``ok``:
+    the slot is then never read), as one commit group."""
+    pg = page.to(gl.int64)
+    base = pg * s_up + h * s_uh + half * 1024  # 64 tokens x 16 words
+    kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
+    kc = gl.arange(0, 16, layout=gl.SliceLayout(0, KW))
+    kn = gl.where(ok, 64, 0)
+    async_copy.async_copy_global_to_shared(kb.index(slot), ku_ptr + base + kt[:, None] * 16 + kc[None, :],
+                                           mask=(kt < kn)[:, None], cache_modifier=".cg")
+    vt = gl.arange(0, 64, layout=gl.SliceLayout(1, VW))
+    vc = gl.arange(0, 16, layout=gl.SliceLayout(0, VW))
+    async_copy.async_copy_global_to_shared(vb.index(slot), vu_ptr + base + vt[:, None] * 16 + vc[None, :],
+                                           mask=(vt < kn)[:, None])
+    c = gl.arange(0, 64, layout=CP2)
+    cm = c < kn
+    so = pg * s_ksp + h * s_ksh + c  # 64 words: 128 fp16 channel scales (zeros)
+    ksb, kzb, vsb, vzb = sc
+    async_copy.async_copy_global_to_shared(ksb.index(slot), ks_ptr + so, mask=cm)
+    async_copy.async_copy_global_to_shared(kzb.index(slot), kz_ptr + so, mask=cm)
+    vo = pg * s_vsp + h * s_vsh + half * 64 + c
+    async_copy.async_copy_global_to_shared(vsb.index(slot), vs_ptr + vo, mask=cm)
+    async_copy.async_copy_global_to_shared(vzb.index(slot), vz_ptr + vo, mask=cm)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def _read_page(kb, vb, sc, slot, KW: gl.constexpr, VW: gl.constexpr, KSC: gl.constexpr, VSL: gl.constexpr):
+    """Ring slot ``slot`` as ``_load_page`` returns a page: (key words, value words, key scale words lo / hi, key
+    zero words lo / hi, value scales, value zeros)."""
+    kw = kb.index(slot).load(KW)
+    vw = vb.index(slot).load(VW)
+    ksb, kzb, vsb, vzb = sc
+    ss = ksb.index(slot)
+    zs = kzb.index(slot)
+    s_lo = ss.slice(0, 32).load(KSC)
+    s_hi = ss.slice(32, 32).load(KSC)
+    z_lo = zs.slice(0, 32).load(KSC)
+    z_hi = zs.slice(32, 32).load(KSC)
+    vs = vsb.index(slot).load(VSL)
+    vz = vzb.index(slot).load(VSL)
+    return kw, vw, s_lo, s_hi, z_lo, z_hi, vs, vz
