@@ -31,8 +31,8 @@ import argparse
 import contextvars
 import logging
 
-from sgl_spec import config as qs_config
-from sgl_spec.config import ALGO_NAME, BACKEND_NAME, FLAGS, configure, get_config
+from sgl_spec.config import ALGO_NAME, BACKEND_NAME, configure, get_config
+from sgl_spec.flags import FLAGS, add_cli_args
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _add_cli_args(result, parser):
         "--spec-algo", dest="speculative_algorithm", type=str, default=argparse.SUPPRESS,
         help="Alias of --speculative-algorithm (e.g. --spec-algo quantspec).",
     )
-    qs_config.add_cli_args(parser)
+    add_cli_args(parser)
 
 
 def _from_cli_args(original, cls, args):
