@@ -95,13 +95,15 @@ def add_cli_args(parser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), dest=name, **kw)
 
 
+def _check_choice(opts: dict, name: str, choices: tuple) -> None:
+    """``Engine(**kwargs)`` bypasses argparse's ``choices``: check them here."""
+    if opts[name] not in choices:
+        raise ValueError(f"--{name.replace('_', '-')} must be one of {', '.join(choices)}, got {opts[name]}")
+
+
 def check_draft_options(opts: dict, given: dict) -> None:
-    if opts["quantspec_draft_pages"] not in DRAFT_PAGE_POLICIES:  # Engine(**kwargs) bypasses argparse's choices
-        raise ValueError(f"--quantspec-draft-pages must be one of {', '.join(DRAFT_PAGE_POLICIES)}, "
-                         f"got {opts['quantspec_draft_pages']}")
-    if opts["quantspec_speculate"] not in SPECULATE_CHOICES:
-        raise ValueError(f"--quantspec-speculate must be one of {', '.join(SPECULATE_CHOICES)}, "
-                         f"got {opts['quantspec_speculate']}")
+    _check_choice(opts, "quantspec_draft_pages", DRAFT_PAGE_POLICIES)
+    _check_choice(opts, "quantspec_speculate", SPECULATE_CHOICES)
     path = opts["quantspec_cost_model"]
     if path is not None and not os.path.isfile(path):
         raise ValueError(f"--quantspec-cost-model {path}: no such file")
@@ -119,21 +121,11 @@ def check_draft_options(opts: dict, given: dict) -> None:
         flag = "--" + next(k for k in scored if k in given).replace("_", "-")
         raise ValueError(f"{flag} tunes the score-driven draft pages (topk, topk-head, topk-last); it does not apply with "
                          "--quantspec-dense-draft or --quantspec-draft-pages streaming")
-    if opts["quantspec_score_smoothing"] not in SCORE_SMOOTHING:
-        raise ValueError(f"--quantspec-score-smoothing must be one of {', '.join(SCORE_SMOOTHING)}, "
-                         f"got {opts['quantspec_score_smoothing']}")
-    if opts["quantspec_fused_draft"] not in FUSED_DRAFT_CHOICES:
-        raise ValueError(f"--quantspec-fused-draft must be one of {', '.join(FUSED_DRAFT_CHOICES)}, "
-                         f"got {opts['quantspec_fused_draft']}")
-    if opts["quantspec_draft_kernel"] not in DRAFT_KERNELS:
-        raise ValueError(f"--quantspec-draft-kernel must be one of {', '.join(DRAFT_KERNELS)}, "
-                         f"got {opts['quantspec_draft_kernel']}")
-    if opts["quantspec_verify_kernel"] not in VERIFY_KERNELS:
-        raise ValueError(f"--quantspec-verify-kernel must be one of {', '.join(VERIFY_KERNELS)}, "
-                         f"got {opts['quantspec_verify_kernel']}")
-    if opts["quantspec_page_score"] not in PAGE_SCORES:
-        raise ValueError(f"--quantspec-page-score must be one of {', '.join(PAGE_SCORES)}, "
-                         f"got {opts['quantspec_page_score']}")
+    _check_choice(opts, "quantspec_score_smoothing", SCORE_SMOOTHING)
+    _check_choice(opts, "quantspec_fused_draft", FUSED_DRAFT_CHOICES)
+    _check_choice(opts, "quantspec_draft_kernel", DRAFT_KERNELS)
+    _check_choice(opts, "quantspec_verify_kernel", VERIFY_KERNELS)
+    _check_choice(opts, "quantspec_page_score", PAGE_SCORES)
     if not 0.0 <= float(opts["quantspec_recent_share"]) <= 1.0:
         raise ValueError(f"--quantspec-recent-share must be in [0, 1], got {opts['quantspec_recent_share']}")
     if not 0.0 <= float(opts["quantspec_score_ema"]) < 1.0:
