@@ -1,17 +1,20 @@
 """The Gluon draft page programs' page stream through shared memory (``STAGES`` > 0; kernels/draft_pages_gluon.py).
 
-Why: with the page prefetched in registers (``PREFETCH``) ptxas issues the next page's 36 loads only once the current
-page's key registers are free, i.e. late in the page's compute (SASS: at instruction ~850 of ~1310; session 27), so
-a warp has less than one page in flight on average and the batch-1 page phase streams at ~86-89% of copy bandwidth
-(bench/NOTES_kernels.md, sessions 26-27). Here every lane ``cp.async``-es the very words it later reads (the same
+Why: with the page prefetched in registers (``PREFETCH``) ptxas issues the next page's loads only once the current
+page's key registers are free, late in the page's compute (SASS: at instruction ~850 of ~1310; session 27), so a
+warp has less than one page in flight. Here every lane ``cp.async``-es the very words it later reads (the same
 distributed layouts KW / VW as the register form), ``STAGES - 1`` (sub-)pages ahead, into a ring of ``STAGES`` slots
-of 8960 B: the copies are issued at the top of each page whatever the registers hold, and the 72 registers of the
-prefetched page are free. The key scale/zero words and the value scales/zeros are copied in plain layouts and read
-back in the ones ``_attend`` takes (across lanes: one warp barrier after the wait).
+of 8960 B: the copies are issued at the top of each page whatever the registers hold, the prefetched page's registers
+are free (168 a thread instead of 255), and more programs fit an SM. The key scale/zero words and the value
+scales/zeros are copied in plain layouts and read back in the ones ``_attend`` takes (across lanes: one warp barrier
+after the wait). Measured on an H100 (bench/NOTES_kernels.md, session 34): 2-4% faster at P = 128 from batch 8,
+equal at P = 64, no faster at batch 1; a stream-only form (no math) is only 1-3% faster still, so the page phase is
+bound by memory, not by the page code. draft_launch.gluon_stream_stages says where it runs.
 
-Shared memory a program (one warp): 8960 B x STAGES (3: 26.3 KiB, 8 programs an SM fit the H100's 228 KiB). The
-value words' layout is swizzled (8-word vectors of odd token pairs swapped): VW's half-warps read 4 even tokens x 8
-words, which unswizzled share 8 banks (4-way conflict); swizzled 2-way, the least for 64-byte rows.
+Shared memory a program (one warp): 8960 B x STAGES (2: 17.5 KiB, 12 programs an SM; 3: 26.3 KiB, 8 programs; an
+H100 SM has 228 KiB). The value words' layout is swizzled (8-word vectors of odd token pairs swapped): VW's
+half-warps read 4 even tokens x 8 words, which unswizzled share 8 banks (4-way conflict); swizzled 2-way, the least
+for 64-byte rows.
 """
 from __future__ import annotations
 
