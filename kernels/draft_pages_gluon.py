@@ -42,7 +42,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
 from sgl_spec.kernels.draft_hot_gluon import _half_pair, _hot_partial
-from sgl_spec.kernels.draft_stream_gluon import _copy_page, _read_page, _stream_buffers
+from sgl_spec.kernels.draft_stream_gluon import _copy_page, _page_words, _read_page, _stream_buffers
 from sgl_spec.kernels.nibble_words import _ASM_KEYS
 
 # values: a token pair (even word $8, odd word $9, the same 4 channels + their D/2 partners) -> 8 fp16 pairs
@@ -142,13 +142,9 @@ def _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp
     """One 64-token (sub-)page's words, key scale/zero pair words and value scales/zeros for KV head h (masked by
     ok); ``half``: which 64 tokens of a 128-token page (0 at P = 64)."""
     pg = page.to(gl.int64)
-    base = pg * s_up + h * s_uh + half * 1024  # 64 tokens x 16 words
-    kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
-    kc = gl.arange(0, 16, layout=gl.SliceLayout(0, KW))
-    kw = gl.load(ku_ptr + base + kt[:, None] * 16 + kc[None, :], mask=ok, other=0, cache_modifier=".cg")
-    vt = gl.arange(0, 64, layout=gl.SliceLayout(1, VW))
-    vc = gl.arange(0, 16, layout=gl.SliceLayout(0, VW))
-    vw = gl.load(vu_ptr + base + vt[:, None] * 16 + vc[None, :], mask=ok, other=0, cache_modifier=".cg")
+    kp, vp = _page_words(ku_ptr, vu_ptr, s_up, s_uh, pg, h, half, KW, VW)
+    kw = gl.load(kp, mask=ok, other=0, cache_modifier=".cg")
+    vw = gl.load(vp, mask=ok, other=0, cache_modifier=".cg")
     so = pg * s_ksp + h * s_ksh + gl.arange(0, 32, layout=KSC)
     s_lo = gl.load(ks_ptr + so, mask=ok, other=0, eviction_policy="evict_first")
     s_hi = gl.load(ks_ptr + so + 32, mask=ok, other=0, eviction_policy="evict_first")

@@ -30,6 +30,19 @@ CP2 = gl.constexpr(gl.BlockedLayout(size_per_thread=[2], threads_per_warp=[32], 
 
 
 @gluon.jit
+def _page_words(ku_ptr, vu_ptr, s_up, s_uh, pg, h, half, KW: gl.constexpr, VW: gl.constexpr):
+    """Pointers to one 64-token (sub-)page's key words [64, 16] (layout KW) and value words [64, 16] (layout VW) of
+    KV head h (``pg`` int64 page id; ``half``: which 64 tokens of a 128-token page): what ``_load_page`` loads into
+    registers and ``_copy_page`` copies into a ring slot."""
+    base = pg * s_up + h * s_uh + half * 1024  # 64 tokens x 16 words
+    kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
+    kc = gl.arange(0, 16, layout=gl.SliceLayout(0, KW))
+    vt = gl.arange(0, 64, layout=gl.SliceLayout(1, VW))
+    vc = gl.arange(0, 16, layout=gl.SliceLayout(0, VW))
+    return ku_ptr + base + kt[:, None] * 16 + kc[None, :], vu_ptr + base + vt[:, None] * 16 + vc[None, :]
+
+
+@gluon.jit
 def _stream_buffers(STAGES: gl.constexpr):
     """The ring: key words, value words [STAGES, 64, 16] int32; key scale words, key zero words [STAGES, 64] int32;
     value scales, value zeros [STAGES, 64] fp16."""
@@ -48,16 +61,12 @@ def _copy_page(kb, vb, sc, slot, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr,
     """cp.async of one 64-token (sub-)page of KV head h into ring slot ``slot`` (nothing copied where not ``ok``:
     the slot is then never read), as one commit group."""
     pg = page.to(gl.int64)
-    base = pg * s_up + h * s_uh + half * 1024  # 64 tokens x 16 words
-    kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
-    kc = gl.arange(0, 16, layout=gl.SliceLayout(0, KW))
+    kp, vp = _page_words(ku_ptr, vu_ptr, s_up, s_uh, pg, h, half, KW, VW)
     kn = gl.where(ok, 64, 0)
-    async_copy.async_copy_global_to_shared(kb.index(slot), ku_ptr + base + kt[:, None] * 16 + kc[None, :],
-                                           mask=(kt < kn)[:, None], cache_modifier=".cg")
+    kt = gl.arange(0, 64, layout=gl.SliceLayout(1, KW))
+    async_copy.async_copy_global_to_shared(kb.index(slot), kp, mask=(kt < kn)[:, None], cache_modifier=".cg")
     vt = gl.arange(0, 64, layout=gl.SliceLayout(1, VW))
-    vc = gl.arange(0, 16, layout=gl.SliceLayout(0, VW))
-    async_copy.async_copy_global_to_shared(vb.index(slot), vu_ptr + base + vt[:, None] * 16 + vc[None, :],
-                                           mask=(vt < kn)[:, None])
+    async_copy.async_copy_global_to_shared(vb.index(slot), vp, mask=(vt < kn)[:, None])
     c = gl.arange(0, 64, layout=CP2)
     cm = c < kn
     so = pg * s_ksp + h * s_ksh + c  # 64 words: 128 fp16 channel scales (zeros)

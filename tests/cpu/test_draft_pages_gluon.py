@@ -18,43 +18,42 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _sass_report(*args):
+    """bench/sass_report.py draft_gluon ``args`` compiled for sm_90 (not interpreted): (stdout, regs, stack, local,
+    smem). A layout conversion asserted trivial that is not fails the compile, so the report's exit status."""
+    pytest.importorskip("triton.experimental.gluon")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", *args],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
+    assert m, res.stdout
+    return (res.stdout, *(int(x) for x in m.groups()))
+
+
 @pytest.mark.parametrize("hot", [0, 1])  # 1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py)
 @pytest.mark.parametrize("G,P", [(2, 64), (4, 64), (4, 128)])  # P = 128: each page as two 64-token sub-pages
 def test_compiles_for_sm90_without_spills(G, P, hot):
-    pytest.importorskip("triton.experimental.gluon")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}",
-                          f"hot={hot}"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
-    assert f"P={P} " in res.stdout, res.stdout
-    m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
-    assert m, res.stdout
-    regs, stack, local, smem = (int(x) for x in m.groups())
-    assert regs <= 255 and stack == 0 and local == 0 and smem == 0, res.stdout
-    h = re.search(r"hmma=(\d+) bar_sync=(\d+)", res.stdout)
+    out, regs, stack, local, smem = _sass_report(f"G={G}", f"P={P}", f"hot={hot}")
+    assert f"P={P} " in out, out
+    assert regs <= 255 and stack == 0 and local == 0 and smem == 0, out
+    h = re.search(r"hmma=(\d+) bar_sync=(\d+)", out)
     # 64 mma.sync a page (one loop), no barrier; the hot-token loop: 32 a step of 32 tokens, one warp barrier (the
     # ring's new row written before it is read)
-    assert (int(h.group(1)), int(h.group(2))) == ((96, 1) if hot else (64, 0)), res.stdout
+    assert (int(h.group(1)), int(h.group(2))) == ((96, 1) if hot else (64, 0)), out
 
 
 @pytest.mark.parametrize("G,P,hot,stages", [(4, 128, 0, 2), (2, 64, 0, 3), (4, 64, 1, 2), (4, 128, 0, 4)])
 def test_ring_form_compiles_for_sm90(G, P, hot, stages):
     """The shared-memory ring: its slots are the only shared memory, and the registers leave room for the programs
     an SM that draft_launch.gluon_programs_per_sm counts on (12 at 2 slots: 65536 / (12 x 32) -> 168)."""
-    pytest.importorskip("triton.experimental.gluon")
     from sgl_spec.kernels.draft_launch import GLUON_STREAM_SLOT_BYTES, gluon_programs_per_sm
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", f"G={G}", f"P={P}",
-                          f"hot={hot}", f"as={stages}"], capture_output=True, text=True, env=env, cwd=ROOT,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    regs, stack, local, smem = (int(x) for x in re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)",
-                                                            res.stdout).groups())
-    assert stack == 0 and local == 0 and smem == stages * GLUON_STREAM_SLOT_BYTES, res.stdout
+    out, regs, stack, local, smem = _sass_report(f"G={G}", f"P={P}", f"hot={hot}", f"as={stages}")
+    assert stack == 0 and local == 0 and smem == stages * GLUON_STREAM_SLOT_BYTES, out
     if not hot:  # with the hot-token programs (a combination the launch rule does not pick: the ring is for 64+
         # pairs, the fused hot programs for fewer than 9) 186 registers, 11 programs an SM
-        assert regs * 32 * gluon_programs_per_sm(stages) <= 65536, res.stdout
+        assert regs * 32 * gluon_programs_per_sm(stages) <= 65536, out
     assert gluon_programs_per_sm(2) == 12 and gluon_programs_per_sm(3) == 8 and gluon_programs_per_sm(0) == 8
 
 
