@@ -331,28 +331,32 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
     pp=/nw=/qa= combination among ``variants`` is checked."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
 
-    kws = []
+    kws, gms = [], []
     for var in variants:
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
                   if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag",
                            "block_m", "engine")}
-            kws += [kw] if kw not in kws else []
+            gm = next((p[3:] for p in var.split("/") if p.startswith("gm=")), "")  # a --gluon-dir kernel form
+            if (kw, gm) not in zip(kws, gms):
+                kws, gms = kws + [kw], gms + [gm]
     worst = 0.0
-    for kw in kws:
-        worst = max(worst, _check_verify_one(log, ref, kw, nqs))
+    for kw, gm in zip(kws, gms):
+        worst = max(worst, _check_verify_one(log, ref, kw, nqs, gm))
     return worst
 
 
-def _check_verify_one(log, ref, kw, nqs):
+def _check_verify_one(log, ref, kw, nqs, gm=""):
     from sgl_spec.kernels import verify_attention as va
 
+    fn = _with_gluon_module(gm, va.verify_attention) if gm else va.verify_attention
+
     def verify_attention(*a, **k):
-        return va.verify_attention(*a, **k, **kw)
+        return fn(*a, **k, **kw)
 
     gen = torch.Generator().manual_seed(int(time.time()))
     worst = 0.0
-    for P in (64,) if kw.get("engine") == "gluon" else (32, 64, 128):
+    for P in (64, 128) if kw.get("engine") == "gluon" else (32, 64, 128):
         for lens in ([4097], [3 * P + 5, 9, 2 * P, 9 * P + 63]):
             toks = [(torch.randn(n, HKV, D, generator=gen).to("cuda", DTYPE) * 2
                      + torch.randn(1, HKV, D, generator=gen).to("cuda", DTYPE) * 3,
@@ -385,7 +389,8 @@ def _check_verify_one(log, ref, kw, nqs):
                 bad = (~torch.isfinite(out)).sum().item()
                 ok = err < 1e-2 and sc_err < 5e-2 and same_nan and rows_eq and bad == 0
                 worst = max(worst, err if err == err else float("inf"))
-                log(f"check verify {kw} P={P} lens={lens} nq={nq_}: rel err {err:.2e} score max abs err {sc_err:.1e} "
+                log(f"check verify {kw}{' gm=' + gm if gm else ''} P={P} lens={lens} nq={nq_}: rel err {err:.2e} "
+                    f"score max abs err {sc_err:.1e} "
                     f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} wide-tile-bits-equal {tile_eq} -> "
                     f"{'ok' if ok else 'FAIL'}")
     return worst

@@ -22,7 +22,7 @@ import triton
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
                                            GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS, GLUON_MAX_GROUP,
-                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
+                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES, GLUON_STREAM_STAGES,
                                            GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT, NUM_STAGES,
                                            _sm_count, gluon_draft_shapes, gluon_programs_per_sm,
                                            gluon_stream_stages, launch_config, num_splits_for)
@@ -86,7 +86,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     (kernels/draft_hot_gluon.py; it then waits for the stream at its start and there is no hot-token launch) or
     not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits). ``stages`` (gluon): 0 = each page program
     prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
-    (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs)."""
+    (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs, or from 17
+    sub-pages a split)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -165,18 +166,25 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         nw = int(num_warps) if num_warps else GLUON_HOT_LAUNCH[0]
         st = int(num_stages) if num_stages else GLUON_HOT_LAUNCH[1]
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
-    ring = gluon_stream_stages(P, B * Hkv, stages) if gluon else 0
     if stages and not gluon:
         raise ValueError("draft_decode: stages (the shared-memory page ring) is a keyword of engine='gluon'")
-    ppsm = int(programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
     mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
     # merge step: MERGE_CHUNK partials, or as many as a MERGE_TILE-element step holds with narrower channel blocks
     mc = triton.next_power_of_2(int(merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
     sub = P // GLUON_PAGE_SIZE if gluon else 1  # Gluon: a page as P / 64 sub-pages of 64 tokens, each a page program's
-    ns = int(num_splits) if num_splits is not None else num_splits_for(  # step, so the list is sub times longer
-        B, Hkv, maxp * sub, _sm_count(dev), ppsm, min_pages_per_split or MIN_PAGES_PER_SPLIT)
+    mpps = min_pages_per_split or MIN_PAGES_PER_SPLIT  # step, so the list is sub times longer
+
+    def splits(programs):  # the split rule's count for this many programs an SM
+        return int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp * sub, _sm_count(dev),
+                                                                              int(programs_per_sm or programs), mpps)
+    ring = 0
+    if gluon:  # the ring's rule reads the (sub-)pages a split would take with the ring's programs an SM
+        ring_ns = splits(gluon_programs_per_sm(GLUON_STREAM_STAGES))
+        ring = gluon_stream_stages(P, B * Hkv, stages, triton.cdiv(maxp * sub, max(1, ring_ns)))
+    ppsm = int(programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
+    ns = splits(ppsm)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     # 16-bit hot operands as stored (the interpreter cannot dot bf16); fp32 models keep the fp32 dots

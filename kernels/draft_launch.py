@@ -153,6 +153,13 @@ GLUON_FUSED_HOT = True
 # the page phase is bound by the memory system, not the math
 GLUON_STREAM_PAGE_SIZES = (128,)
 GLUON_STREAM_MIN_PAIRS = 64
+# ... and below 64 pairs where a split holds at least this many 64-token sub-pages with the ring's split count: one
+# past GLUON_FUSED_HOT_PAGES[128], so the ring never runs beside the fused hot programs (186 registers, 11 programs
+# an SM, fewer than the split count assumes). H100, P = 128, same runs, registers -> ring (bench/results/s35/
+# draft_ring_b1): 256k x 1 (21 sub-pages a split) 113.2 -> 108.5 us, 128k x 2 (21) 116.1 -> 114.0, 128k x 4 (42)
+# 215.4 -> 209.0, 64k x 4 (21; s34/rule) 117.1 -> 114.4; with fused hot programs slower: 128k x 1 (11) 61.8 ->
+# 70.2, 64k x 1 (6) 37.2 -> 43.5 (without them, fused_hot=False, equal: 62.2, 37.7)
+GLUON_STREAM_MIN_SPLIT_PAGES = 17
 GLUON_STREAM_STAGES = 2
 GLUON_STREAM_SLOT_BYTES = 8960  # one 64-token (sub-)page: key + value words 8192 B, key scale/zero words 512, value 256
 GLUON_SMEM_PER_SM = 232448  # an sm_90 SM's shared memory for blocks (227 KiB), 1 KiB of it reserved a block
@@ -162,14 +169,18 @@ GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the te
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
 
 
-def gluon_stream_stages(page_size: int, pairs: int, stages=None) -> int:
+def gluon_stream_stages(page_size: int, pairs: int, stages=None, split_pages: int = 0) -> int:
     """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers): ``stages`` where
-    given, else GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster."""
+    given, else GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster: from
+    GLUON_STREAM_MIN_PAIRS pairs, or from GLUON_STREAM_MIN_SPLIT_PAGES (sub-)pages a split (``split_pages``, with
+    the split count of the ring's programs an SM)."""
     if stages is not None:
         if int(stages) not in (0, 2, 3, 4):
             raise ValueError(f"draft_decode: stages must be 0 (registers) or 2-4 ring slots, got {stages}")
         return int(stages)
-    return GLUON_STREAM_STAGES if page_size in GLUON_STREAM_PAGE_SIZES and pairs >= GLUON_STREAM_MIN_PAIRS else 0
+    if page_size not in GLUON_STREAM_PAGE_SIZES:
+        return 0
+    return GLUON_STREAM_STAGES if pairs >= GLUON_STREAM_MIN_PAIRS or split_pages >= GLUON_STREAM_MIN_SPLIT_PAGES else 0
 
 
 def gluon_programs_per_sm(stages: int) -> int:

@@ -48,3 +48,46 @@ def test_degenerate_shapes():
     assert num_splits_for(1, 1, 1, SMS, PPS) == 1
     assert num_splits_for(4096, 8, 18, SMS, PPS) >= 1  # more (request, head) pairs than slots
     assert num_splits_for(3, 2, 18, 8, 4) >= 1  # interpreter SM count
+
+
+def _ring_for(batch, hkv, ctx, page):
+    """draft_decode's choice for the Gluon page programs: the ring's slots (0: registers) and the (sub-)pages a split,
+    with the split count of the ring's programs an SM (H100: 132 SMs)."""
+    from sgl_spec.kernels.draft_launch import GLUON_STREAM_STAGES, gluon_programs_per_sm, gluon_stream_stages
+
+    sub_pages = ctx // page * (page // 64)
+    per = triton.cdiv(sub_pages, num_splits_for(batch, hkv, sub_pages, SMS, gluon_programs_per_sm(GLUON_STREAM_STAGES)))
+    return gluon_stream_stages(page, batch * hkv, None, per), per
+
+
+@pytest.mark.parametrize("batch,ctx,page,want", [
+    # Llama-3-8B (Hkv = 8) dense drafts timed in bench/results/s35 (draft_ring_b1, rule): the ring below 64 pairs
+    # where a split holds 17+ sub-pages (256k x 1: 113.8 -> 107.6 us), registers where it holds fewer (128k x 1)
+    (1, 262144, 128, 2), (2, 131072, 128, 2), (4, 131072, 128, 2), (4, 65536, 128, 2),
+    (1, 131072, 128, 0), (1, 65536, 128, 0), (2, 65536, 128, 0),
+    (1, 262144, 64, 0), (4, 131072, 64, 0),  # P = 64: never the ring (equal at batch 8, slower at batch 1)
+    (8, 8192, 128, 2), (8, 65536, 128, 2),  # 64 pairs: the ring whatever the split (session 34's rule)
+])
+def test_ring_rule(batch, ctx, page, want):
+    assert _ring_for(batch, 8, ctx, page)[0] == want
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4, 7])
+@pytest.mark.parametrize("ctx", [4096, 16384, 65536, 131072, 262144, 1 << 20])
+def test_ring_never_beside_fused_hot_programs(batch, ctx):
+    """Below GLUON_HOT_MIN_PAIRS pairs the hot-token programs join the page launch for splits in
+    GLUON_FUSED_HOT_PAGES; with them the ring form takes 186 registers (11 programs an SM, not the 12 its split count
+    assumes), so the rule takes the ring there only past that range."""
+    from sgl_spec.kernels.draft_launch import GLUON_FUSED_HOT_PAGES, GLUON_HOT_MIN_PAIRS
+
+    ring, per = _ring_for(batch, 8, ctx, 128)
+    if ring and batch * 8 < GLUON_HOT_MIN_PAIRS:
+        assert per > GLUON_FUSED_HOT_PAGES[128][1]
+
+
+def test_ring_rule_explicit_stages():
+    from sgl_spec.kernels.draft_launch import gluon_stream_stages
+
+    assert gluon_stream_stages(64, 1, 3, 0) == 3 and gluon_stream_stages(128, 512, 0, 99) == 0
+    with pytest.raises(ValueError, match="stages must be 0"):
+        gluon_stream_stages(128, 8, 1)

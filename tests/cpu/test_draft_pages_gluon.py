@@ -51,8 +51,8 @@ def test_ring_form_compiles_for_sm90(G, P, hot, stages):
 
     out, regs, stack, local, smem = _sass_report(f"G={G}", f"P={P}", f"hot={hot}", f"as={stages}")
     assert stack == 0 and local == 0 and smem == stages * GLUON_STREAM_SLOT_BYTES, out
-    if not hot:  # with the hot-token programs (a combination the launch rule does not pick: the ring is for 64+
-        # pairs, the fused hot programs for fewer than 9) 186 registers, 11 programs an SM
+    if not hot:  # with the hot-token programs (a combination the launch rule does not pick: below 64 pairs the ring
+        # runs only past the fused hot programs' split range, tests/cpu/test_draft_launch.py) 186 registers, 11 an SM
         assert regs * 32 * gluon_programs_per_sm(stages) <= 65536, out
     assert gluon_programs_per_sm(2) == 12 and gluon_programs_per_sm(3) == 8 and gluon_programs_per_sm(0) == 8
 
