@@ -48,6 +48,7 @@ from typing import Optional
 
 import torch
 
+from sgl_spec import accept
 from sgl_spec import costmodel as cm
 from sgl_spec import sampling
 
@@ -268,7 +269,7 @@ def plain_step(worker, batch, last, kind: str):
     pos, loc = worker._window(batch, w)  # [bs, w]
     window = last.unsqueeze(1).expand(bs, w)  # rows 1…: placeholders whose outputs are never used
     si = batch.sampling_info
-    params = worker._sampling_params(si)
+    params = accept.sampling_params(si)
     if kind == VERIFY:
         out = worker._verify_forward(batch, window, pos, loc, seq0, seq0_cpu)
     else:
@@ -286,15 +287,15 @@ def plain_step(worker, batch, last, kind: str):
     logits = logits_output.next_token_logits  # [bs * w, V]
     sampling.apply_logit_adjustments(logits, si, w)
     if batch.has_grammar:
-        worker._apply_grammar(batch, window.contiguous(), logits)
+        accept.apply_grammar(batch, window.contiguous(), logits)
     V = logits.shape[-1]
     row0 = logits.view(bs, w, V)[:, :1]
     no_drafts = torch.empty((bs, 0), dtype=torch.int64, device=dev)
-    tok, accept_lens = worker._accept(no_drafts, row0, params)
+    tok, accept_lens = accept.accept(no_drafts, row0, params)
     tokens = torch.zeros((bs, w), dtype=torch.int64, device=dev)
     tokens[:, :1] = tok
     if batch.return_logprob:
-        worker._logprobs(batch, logits_output, tokens, accept_lens)
+        accept.logprobs(batch, logits_output, tokens, accept_lens)
     worker.mark_verified(batch, False)  # no verify chose pages this step: the next round drafts with recent pages
     batch.forward_mode = ForwardMode.DECODE
     return GenerationBatchResult(

@@ -38,7 +38,8 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
-from sgl_spec import autooff, draft_graph, draft_layers, ops, pagetable, penalties, phase_timer, sampling, war_release
+from sgl_spec import (accept, autooff, draft_graph, draft_layers, ops, pagetable, penalties, phase_timer, sampling,
+                      war_release)
 from sgl_spec.config import get_config
 from sgl_spec.spec_inputs import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
 from sgl_spec.pagetable import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
@@ -214,7 +215,7 @@ class QuantSpecWorker(BaseSpecWorker):
 
         si = batch.sampling_info
         orch = penalties.orchestrator_of(si, self._exact_penalties)  # None: SGLang's relaxed penalties
-        params = self._sampling_params(si)
+        params = accept.sampling_params(si)
 
         # ---- 1. draft: γ single-token forwards through the backend's draft view ----
         drafts = torch.empty((bs, G), dtype=torch.int64, device=dev)
@@ -270,11 +271,11 @@ class QuantSpecWorker(BaseSpecWorker):
         logits = logits_output.next_token_logits  # [bs*(G+1), V]
         sampling.apply_logit_adjustments(logits, si, G + 1, drafts, orch=orch)
         if batch.has_grammar:  # after the adjustments, as in SGLang's chain verifiers: masked tokens stay -inf
-            self._apply_grammar(batch, window, logits)
+            accept.apply_grammar(batch, window, logits)
 
         # ---- 3. accept ----
         V = logits.shape[-1]
-        tokens, accept_lens = self._accept(drafts, logits.view(bs, G + 1, V), params, draft_probs)
+        tokens, accept_lens = accept.accept(drafts, logits.view(bs, G + 1, V), params, draft_probs)
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
         if orch is not None:  # the penalizers see every accepted token (the scheduler feeds only the last one)
             penalties.cumulate_accepted(orch, tokens, accept_lens)
@@ -285,7 +286,7 @@ class QuantSpecWorker(BaseSpecWorker):
         next_tokens = tokens[rows, accept_lens - 1]
 
         if batch.return_logprob:
-            self._logprobs(batch, logits_output, tokens, accept_lens)
+            accept.logprobs(batch, logits_output, tokens, accept_lens)
         batch.forward_mode = ForwardMode.DECODE
         war_release.publish(self.war_fastpath_runner, read_done)  # the runner the scheduler's WAR barrier reads
         if timer is not None:
@@ -344,66 +345,8 @@ class QuantSpecWorker(BaseSpecWorker):
         return self.target_worker.forward_batch_generation(batch, is_verify=True)
 
     @staticmethod
-    def _accept(drafts: torch.Tensor, logits: torch.Tensor, params: Optional[dict], draft_probs=None):
-        """sampling.verify_chain over ``drafts`` [bs, n] and target ``logits`` [bs, n+1, V]: greedy, or rejection
-        sampling with the requests' filters (n = 0: a plain step, one token drawn from the target)."""
-        if params is None:
-            return sampling.verify_chain(drafts, logits)
-        bs, n = drafts.shape
-        dev = logits.device
-        if draft_probs is None:  # no drafts: nothing to compare against
-            draft_probs = torch.empty((bs, 0, logits.shape[-1]), dtype=torch.float32, device=dev)
-        temps, top_ks, top_ps, min_ps = params["filters"]
-        return sampling.verify_chain(
-            drafts, logits, draft_probs=draft_probs, temperatures=temps, top_ks=top_ks, top_ps=top_ps, min_ps=min_ps,
-            greedy_rows=params["greedy_rows"],
-            # no draws for an empty draft chain, so a plain step consumes the same random numbers as before
-            u_accept=torch.rand((bs, n), device=dev) if n else torch.empty((bs, 0), device=dev),
-            u_final=torch.rand((bs,), device=dev),
-        )
-
-    @staticmethod
     def _set_seq_lens(batch, seq_lens: torch.Tensor, seq_lens_cpu: Optional[torch.Tensor]):
         batch.seq_lens = seq_lens
         batch.orig_seq_lens = seq_lens
         batch.seq_lens_cpu = seq_lens_cpu
         batch.seq_lens_sum = None if seq_lens_cpu is None else int(seq_lens_cpu.sum())
-
-    @staticmethod
-    def _sampling_params(si) -> Optional[dict]:
-        """Per-request filters as tensors (None for an all-greedy batch, which skips every probability tensor)."""
-        if si is None or si.is_all_greedy:
-            return None
-        return {
-            "filters": (
-                si.temperatures.view(-1),
-                si.top_ks if si.need_top_k_sampling else None,
-                si.top_ps if si.need_top_p_sampling else None,
-                si.min_ps if si.need_min_p_sampling else None,
-            ),
-            # SGLang encodes temperature 0 as top_k = 1: those requests use exact argmax matching.
-            "greedy_rows": si.top_ks.view(-1) <= 1,
-        }
-
-    @staticmethod
-    def _apply_grammar(batch, window: torch.Tensor, logits: torch.Tensor):
-        from sglang.srt.speculative.spec_utils import GrammarTree, build_grammar_vocab_mask
-
-        mask = build_grammar_vocab_mask(
-            reqs=batch.reqs,
-            tree=GrammarTree.from_linear_chain(window),
-            sampling_info=batch.sampling_info,
-            device=logits.device,
-            barrier=None,
-        )
-        if mask is not None:
-            mask.apply(logits)
-
-    def _logprobs(self, batch, logits_output, tokens: torch.Tensor, accept_lens: torch.Tensor):
-        from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
-
-        bs, G1 = tokens.shape
-        j = torch.arange(G1, device=tokens.device)
-        flat = torch.arange(bs, device=tokens.device).unsqueeze(1) * G1 + j
-        accept_index = torch.where(j < accept_lens.unsqueeze(1), flat, torch.full_like(flat, -1))
-        compute_spec_v2_logprobs(batch, logits_output, tokens.reshape(-1), accept_index, G1 - 1)
