@@ -331,17 +331,16 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
     pp=/nw=/qa= combination among ``variants`` is checked."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
 
-    kws, gms = [], []
+    cases = []
     for var in variants:
         if var != "v0":
             kw = {k: v for k, v in verify_variant(var)[2].items()
                   if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag",
                            "block_m", "engine")}
             gm = next((p[3:] for p in var.split("/") if p.startswith("gm=")), "")  # a --gluon-dir kernel form
-            if (kw, gm) not in zip(kws, gms):
-                kws, gms = kws + [kw], gms + [gm]
+            cases += [(kw, gm)] if (kw, gm) not in cases else []
     worst = 0.0
-    for kw, gm in zip(kws, gms):
+    for kw, gm in cases:
         worst = max(worst, _check_verify_one(log, ref, kw, nqs, gm))
     return worst
 

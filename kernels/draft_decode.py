@@ -22,7 +22,7 @@ import triton
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
                                            GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS, GLUON_MAX_GROUP,
-                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES, GLUON_STREAM_STAGES,
+                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
                                            GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT, NUM_STAGES,
                                            _sm_count, gluon_draft_shapes, gluon_programs_per_sm,
                                            gluon_stream_stages, launch_config, num_splits_for)
@@ -175,16 +175,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     mc = triton.next_power_of_2(int(merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
     sub = P // GLUON_PAGE_SIZE if gluon else 1  # Gluon: a page as P / 64 sub-pages of 64 tokens, each a page program's
     mpps = min_pages_per_split or MIN_PAGES_PER_SPLIT  # step, so the list is sub times longer
-
-    def splits(programs):  # the split rule's count for this many programs an SM
-        return int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp * sub, _sm_count(dev),
-                                                                              int(programs_per_sm or programs), mpps)
-    ring = 0
-    if gluon:  # the ring's rule reads the (sub-)pages a split would take with the ring's programs an SM
-        ring_ns = splits(gluon_programs_per_sm(GLUON_STREAM_STAGES))
-        ring = gluon_stream_stages(P, B * Hkv, stages, triton.cdiv(maxp * sub, max(1, ring_ns)))
+    ring = gluon_stream_stages(P, B, Hkv, maxp * sub, _sm_count(dev), stages, num_splits, programs_per_sm,
+                               mpps) if gluon else 0
     ppsm = int(programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
-    ns = splits(ppsm)
+    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp * sub, _sm_count(dev), ppsm, mpps)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
     # 16-bit hot operands as stored (the interpreter cannot dot bf16); fp32 models keep the fp32 dots

@@ -169,18 +169,25 @@ GLUON_MIN_CAPABILITY = (9, 0)  # measured on H100 / H200 (sm_90); PDL and the te
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton it was written against
 
 
-def gluon_stream_stages(page_size: int, pairs: int, stages=None, split_pages: int = 0) -> int:
-    """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers): ``stages`` where
-    given, else GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster: from
-    GLUON_STREAM_MIN_PAIRS pairs, or from GLUON_STREAM_MIN_SPLIT_PAGES (sub-)pages a split (``split_pages``, with
-    the split count of the ring's programs an SM)."""
+def gluon_stream_stages(page_size: int, batch: int, num_kv_heads: int, sub_pages: int, sm_count: int, stages=None,
+                        num_splits=None, programs_per_sm=None, min_pages_per_split: int = MIN_PAGES_PER_SPLIT) -> int:
+    """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers) for a launch of
+    ``batch`` x ``num_kv_heads`` pairs over lists of ``sub_pages`` 64-token sub-pages: ``stages`` where given, else
+    GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster: from GLUON_STREAM_MIN_PAIRS
+    pairs, or from GLUON_STREAM_MIN_SPLIT_PAGES sub-pages a split, with the split count of the ring's programs an SM
+    (``num_splits`` / ``programs_per_sm`` where the caller fixes them, as draft_decode's keywords)."""
     if stages is not None:
         if int(stages) not in (0, 2, 3, 4):
             raise ValueError(f"draft_decode: stages must be 0 (registers) or 2-4 ring slots, got {stages}")
         return int(stages)
     if page_size not in GLUON_STREAM_PAGE_SIZES:
         return 0
-    return GLUON_STREAM_STAGES if pairs >= GLUON_STREAM_MIN_PAIRS or split_pages >= GLUON_STREAM_MIN_SPLIT_PAGES else 0
+    if batch * num_kv_heads >= GLUON_STREAM_MIN_PAIRS:
+        return GLUON_STREAM_STAGES
+    ns = int(num_splits) if num_splits is not None else num_splits_for(
+        batch, num_kv_heads, sub_pages, sm_count, int(programs_per_sm or gluon_programs_per_sm(GLUON_STREAM_STAGES)),
+        min_pages_per_split)
+    return GLUON_STREAM_STAGES if triton.cdiv(sub_pages, max(1, ns)) >= GLUON_STREAM_MIN_SPLIT_PAGES else 0
 
 
 def gluon_programs_per_sm(stages: int) -> int:

@@ -51,13 +51,13 @@ def test_degenerate_shapes():
 
 
 def _ring_for(batch, hkv, ctx, page):
-    """draft_decode's choice for the Gluon page programs: the ring's slots (0: registers) and the (sub-)pages a split,
-    with the split count of the ring's programs an SM (H100: 132 SMs)."""
-    from sgl_spec.kernels.draft_launch import GLUON_STREAM_STAGES, gluon_programs_per_sm, gluon_stream_stages
+    """draft_decode's choice for the Gluon page programs (H100: 132 SMs): the ring's slots (0: registers) and the
+    sub-pages a split of the launch it then makes (the split count of that form's programs an SM)."""
+    from sgl_spec.kernels.draft_launch import gluon_programs_per_sm, gluon_stream_stages
 
     sub_pages = ctx // page * (page // 64)
-    per = triton.cdiv(sub_pages, num_splits_for(batch, hkv, sub_pages, SMS, gluon_programs_per_sm(GLUON_STREAM_STAGES)))
-    return gluon_stream_stages(page, batch * hkv, None, per), per
+    ring = gluon_stream_stages(page, batch, hkv, sub_pages, SMS)
+    return ring, triton.cdiv(sub_pages, num_splits_for(batch, hkv, sub_pages, SMS, gluon_programs_per_sm(ring)))
 
 
 @pytest.mark.parametrize("batch,ctx,page,want", [
@@ -88,6 +88,9 @@ def test_ring_never_beside_fused_hot_programs(batch, ctx):
 def test_ring_rule_explicit_stages():
     from sgl_spec.kernels.draft_launch import gluon_stream_stages
 
-    assert gluon_stream_stages(64, 1, 3, 0) == 3 and gluon_stream_stages(128, 512, 0, 99) == 0
+    assert gluon_stream_stages(64, 1, 8, 64, SMS, 3) == 3 and gluon_stream_stages(128, 64, 8, 4096, SMS, 0) == 0
     with pytest.raises(ValueError, match="stages must be 0"):
-        gluon_stream_stages(128, 8, 1)
+        gluon_stream_stages(128, 1, 8, 4096, SMS, 1)
+    # fixed split counts decide the split length the rule reads: 4096 sub-pages in 64 splits (64 each) or 4096 (1)
+    assert gluon_stream_stages(128, 1, 8, 4096, SMS, num_splits=64) == 2
+    assert gluon_stream_stages(128, 1, 8, 4096, SMS, num_splits=4096) == 0
