@@ -328,7 +328,7 @@ def run_config(a, ctx, B, P, env, timer, gen):
         bname, bms = next(iter(base[nq].items()))
         veng = None if a.verify_engine == "triton" else a.verify_engine
         if veng == "auto":  # as the server resolves --quantspec-verify-kernel auto: Gluon from auto_min_pairs pairs
-            from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs, gluon_verify_support
+            from sgl_spec.kernels.verify_gluon_rules import auto_min_pairs, gluon_verify_support
 
             few = B * HKV < auto_min_pairs(HQ // HKV)
             veng = None if few or gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"

@@ -193,9 +193,9 @@ def verify_variant(var):
     warps (split heuristic) / pages per loop iteration / warps a program / rows as the MMA M dimension / page splits
     per request / batch-following splits (batch_invariant=False) / keys in the A fragment's order (kf=1) / the ring
     split as a Triton or a Gluon launch (fr=0|1, verify_attention(gluon_ring=)); module knobs set
-    during the call: ds=0|1 (verify_pages_gluon.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
+    during the call: ds=0|1 (verify_gluon_rules.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
-    (verify_pages_gluon.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program)."""
+    (verify_gluon_rules.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -234,9 +234,9 @@ def verify_variant(var):
 
 
 # verify variants' module knobs, set during each call (the split heuristic and the launch read them at launch)
-_KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_pages_gluon", "DIRECT_SCORES"),
+_KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_gluon_rules", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
-          "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_pages_gluon", "SPLIT_ROWS_WIDE"),
+          "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_gluon_rules", "SPLIT_ROWS_WIDE"),
           "mt": ("verify_attention", "MERGE_TILE")}
 
 

@@ -165,24 +165,27 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
-    (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two)."""
+    (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two). slim / br None: the launcher's rules
+    (kernels/verify_gluon_rules.py)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
+    from sgl_spec.kernels import verify_gluon_rules as vgr
     from sgl_spec.kernels import verify_pages_gluon as vg
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
                  l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
-    slim = vg.slim_form(G) if slim is None else bool(slim)
+    slim = vgr.slim_form(G) if slim is None else bool(slim)
+    br = vgr.value_branches(G, N, N2, bool(sc)) if br is None else bool(br)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and vg.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub)
+                 DIRECT=bool(sc) and vgr.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, BR=br)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
-    cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vg.NUM_WARPS, num_stages=1,
+    cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vgr.NUM_WARPS, num_stages=1,
                       source=GluonASTSource)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)} P={64 * sub}")
+               f"direct={int(const['DIRECT'])} first={int(first)} br={int(br)} P={64 * sub}")
     _, ls = loops(sass(cc))
     ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
@@ -206,11 +209,11 @@ def _verify_ring_gluon(G=4, NT=32, sub=1):
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
-        # [P=64|128]
+        # [P=64|128] [br=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
-                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64)
+                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv["br"]) if "br" in kv else None)
     elif what == "verify_ring_gluon":  # sass_report.py verify_ring_gluon [G=4] [NT=32] [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)

@@ -146,7 +146,7 @@ def _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2: gl.constexpr
         t23, y23 = _prep(t23, y23)
         ka = _keys_chunk(_word_c(ksm_u, c, KWC), _word_c(ksm_l, c, KWC), s01, s23, z01, z23, t01, t23, y01, y23, OPA)
         sc = mma_v2(ka, qsm.slice(32 * c, 32).load(OPB), sc)
-        if N2 > 0:  # tile B (kernels/verify_pages_gluon.py row_tiles) on the same converted keys
+        if N2 > 0:  # tile B (kernels/verify_gluon_rules.py row_tiles) on the same converted keys
             sc_b = mma_v2(ka, qsm_b.slice(32 * c, 32).load(OPB), sc_b)
     return sc, sc_b
 

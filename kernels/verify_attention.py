@@ -120,7 +120,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
     ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows).
     ``engine="gluon"``: the INT8 page splits run as kernels/verify_pages_gluon.py (four warps, four pages a step;
-    where verify_pages_gluon.gluon_verify_support says they run), the ring split and the merge as here; the same
+    where verify_gluon_rules.gluon_verify_support says they run), the ring split and the merge as here; the same
     page partition, so the same partials and scores. None / "triton": this module's kernel. ``gluon_ring`` (Gluon
     only; None: the GLUON_RING rule): the ring split as a Gluon launch (kernels/verify_ring_gluon.py) instead of the
     Triton one."""
@@ -164,8 +164,9 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         raise ValueError(f"verify_attention: engine must be 'triton' or 'gluon', got {engine!r}")
     gluon = engine == "gluon"
     if gluon:
+        from sgl_spec.kernels import verify_gluon_rules as vgr
         from sgl_spec.kernels import verify_pages_gluon as vg
-        why = vg.gluon_verify_shapes(P, DH, G, NQ) or (
+        why = vgr.gluon_verify_shapes(P, DH, G, NQ) or (
             "" if q.is_cuda and not _interpreting() else f"the Gluon verify kernel does not run on {q.device}")
         if why:
             raise ValueError(f"verify_attention: engine='gluon': {why}")
@@ -182,7 +183,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     assert bm >= max(16, 2 * G) and bm & (bm - 1) == 0, (bm, G)  # a dot tile holding both score rows
     BLOCK_M = max(64, bm) if qa else bm  # QA: a wgmma warpgroup's M of 64 rows
     RB = triton.cdiv(NQ * G, BLOCK_M)
-    pps = vg.PROGRAMS_PER_SM if gluon else max(1, splits.PROGRAMS_PER_SM * 4 // nw)
+    pps = vgr.PROGRAMS_PER_SM if gluon else max(1, splits.PROGRAMS_PER_SM * 4 // nw)
     c_min = max(1, splits.MIN_TOKENS_PER_SPLIT // P)
     if num_splits is not None:
         C, NS = c_min, max(1, int(num_splits))
@@ -203,7 +204,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer for the merge, never touched without scores
     nr = MAXNREG if maxnreg is None else maxnreg
-    direct = gluon and scores is not None and vg.direct_scores(lse, P)  # the Gluon page programs store the scores
+    direct = gluon and scores is not None and vgr.direct_scores(lse, P)  # the Gluon page programs store the scores
     raw_on = scores is not None and not direct
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)

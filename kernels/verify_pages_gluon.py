@@ -47,6 +47,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 
 from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
+from sgl_spec.kernels.verify_gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
 from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
                                                _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
 
@@ -74,7 +75,7 @@ def _verify_pages_kernel(
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1,
+    SUB: gl.constexpr = 1, BR: gl.constexpr = False,
 ):
     if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
@@ -206,9 +207,9 @@ def _verify_pages_kernel(
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
                        j1, kR, k_off, sW, s_off, SUB)
             if N2 > 0:
-                acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2)
+                acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2, jb, j1, BR)
             else:
-                acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2)
+                acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2, jb, j1, BR)
             if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
                 if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
                     _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
@@ -231,17 +232,28 @@ def _verify_pages_kernel(
 
 
 @gluon.jit
-def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr):
+def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr, jb, j1, BR: gl.constexpr):
     """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages (and tile B's [128, N2]); warp w owns 32
-    channels; each page's V^T fragment is converted once for both tiles."""
+    channels; each page's V^T fragment is converted once for both tiles. BR: each page behind a branch of its own,
+    pages past the split (p' = 0) skipped (verify_gluon_rules.value_branches says in which forms)."""
     acc = acc * alpha[None, :]
     if N2 > 0:
         acc_b = acc_b * alpha_b[None, :]
     for u in gl.static_range(4):
-        va = _values_a(vub.slice(64 * u, 64).load(VH), vlb.slice(64 * u, 64).load(VH), OPA)
-        acc = mma_v2(va, psm.slice(64 * u, 64).load(OPB), acc)
-        if N2 > 0:
-            acc_b = mma_v2(va, psm_b.slice(64 * u, 64).load(OPB), acc_b)
+        if BR:
+            if jb + u < j1:
+                acc, acc_b = _value_page(acc, acc_b, vub, vlb, psm, psm_b, u, N2)
+        else:
+            acc, acc_b = _value_page(acc, acc_b, vub, vlb, psm, psm_b, u, N2)
+    return acc, acc_b
+
+
+@gluon.jit
+def _value_page(acc, acc_b, vub, vlb, psm, psm_b, u: gl.constexpr, N2: gl.constexpr):
+    va = _values_a(vub.slice(64 * u, 64).load(VH), vlb.slice(64 * u, 64).load(VH), OPA)
+    acc = mma_v2(va, psm.slice(64 * u, 64).load(OPB), acc)
+    if N2 > 0:
+        acc_b = mma_v2(va, psm_b.slice(64 * u, 64).load(OPB), acc_b)
     return acc, acc_b
 
 
@@ -288,88 +300,6 @@ def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr,
 
 
 # ---- launch ----------------------------------------------------------------------------------------------------------
-GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
-GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (SUB = 2, _sub_page)
-PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
-NUM_WARPS = 4
-
-
-def auto_min_pairs(group: int) -> int:
-    """--quantspec-verify-kernel auto: Gluon for launches of at least this many (request, KV head) pairs, G query
-    heads a KV head. H100, scores on, same runs, with the ring launch after the page launch (RING_ORDER "last").
-    Llama-3-8B (G = 4, nq 5): faster from batch 2 at every context measured (bench/results/s25/hot_auto, s25/order2:
-    4k x 4 32.1 against 33.8 µs, 128k x 2 208 against 269); at batch 1, with a slot for each ring program
-    (verify_splits.splits_for_batch ring_in_grid=None, bench/results/s26/b1), faster from 24k and slower below
-    (4k 21.0 against 18.1 µs, 8k 24.6 / 22.7, 16k 30.9 / 30.4, 24k 37.1 / 38.3, 64k 68.7 / 75.9, 128k 116.8 /
-    136.1, 256k 210.3 / 254.4), and a launch cannot see its requests' lengths (its CUDA graph serves every length;
-    a launch pair that ran each request in the engine of its length, a dev variant since removed, cost 2-5 µs at
-    4k-24k: s26/b1, columns "gf="): so every launch, the long contexts this serves being where the time goes.
-    pycode-30m (G = 2, nq 13): faster from batch 16 (32 pairs) at 4k and 15k (4k x 16 36.7 against 43.5, 15k x 32
-    121 against 152), slower at batch 1-4 up to 32k (s26/g2: 32k x 4 48.0 against 45.8)."""
-    return 1 if group >= 4 else 32
-
-
-def slim_form(group: int) -> bool:
-    """The kernel's SLIM form for G query heads a KV head: fewer values live through the page loop (the loop runs at
-    the 255-register cap, where every extra one is a spill). H100, same runs against the session-22 kernel
-    (bench/results/s23/dev_forms/run3): at G = 4 (Llama-3-8B, nq 5) SLIM is 5.1-5.7% faster with scores at 64k-256k x
-    8 and 128k x 1 (128k x 8: 898 against 947 µs) and 0.6-1.9% faster without; at G = 2 (pycode-30m, nq 13) it
-    measured 3-5% slower (run1, run2: 15k x 32 165 against 157 µs), so G < 4 keeps the session-22 form (within 0.7%
-    of it, run3)."""
-    return group >= 4
-
-
-DIRECT_SCORES = True  # the page programs store the "max" page scores themselves (direct_scores)
-
-
-def direct_scores(score_lse: bool, page_size: int = GLUON_PAGE_SIZE) -> bool:
-    """Whether the page programs store the page scores (score kind "max") from their page maxima in shared memory,
-    instead of RAW column maxima [B, Hkv, MAXP, 2G] that score programs of the merge launch reduce over heads (the
-    same values as the merge's ``_score_tile``, its G-term sum in another order: equal within fp32 rounding; the
-    GPU tests hold both to the reference). Why: the merge's score programs took 8-19 µs after the page programs at
-    Llama-3-8B batch 8 (H100, 64k-256k: the merge 13-24 µs with scores, 5 without; bench/results/s25/prof)."""
-    return (DIRECT_SCORES or page_size > GLUON_PAGE_SIZE) and not score_lse  # RAW max of sub-pages: not written
-
-
-def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> str:
-    """'' where the Gluon verify page programs cover the shapes (page size, head_dim / 2, G, NQ), else why not."""
-    if page_size not in GLUON_PAGE_SIZES or 2 * half_dim != GLUON_HEAD_DIM:
-        return (f"the Gluon verify kernel covers page size {' or '.join(map(str, GLUON_PAGE_SIZES))} and head_dim "
-                f"{GLUON_HEAD_DIM}, not {page_size} / {2 * half_dim}")
-    if not 1 <= nq * group <= GLUON_MAX_ROWS:
-        return f"the Gluon verify kernel covers up to {GLUON_MAX_ROWS} rows (γ+1 times G), not {nq} x {group}"
-    return ""
-
-
-def gluon_verify_support(device, page_size: int, head_dim: int, group: int, nq: int) -> str:
-    """'' where ``verify_attention(engine="gluon")`` runs for windows of ``nq`` rows, else why not (one line)."""
-    from sgl_spec.kernels.draft_launch import gluon_device_support
-
-    return gluon_verify_shapes(page_size, head_dim // 2, group, nq) or gluon_device_support(device, "verify")
-
-
-def _rows_tile(rows: int) -> int:
-    """The MMA's N: rows padded to a power of two, at least 8."""
-    return max(8, 1 << (rows - 1).bit_length())
-
-
-SPLIT_ROWS = True  # 17..24 rows as tiles of 16 + 8 columns (row_tiles); False: one tile of 32
-# dev: 25..32 rows as tiles of 16 + 16 columns (row_tiles) instead of one of 32. H100, nq 8 P 64 batch 1 (bench/results/
-# s30/split_wide): ~1% faster with the ring launch, 15% slower with the ring program; mixed at batch 8: not a default
-SPLIT_ROWS_WIDE = False
-
-
-def row_tiles(rows: int, group: int) -> tuple[int, int]:
-    """(N, N2): the MMA columns of tile A and tile B for ``rows`` = γ+1 times G. Rows are padded to whole n8 MMA
-    tiles, but a Gluon tensor's shape is a power of two: 17..24 rows (Llama-3-8B's γ+1 = 5 or 6 at G = 4) go as
-    16 + 8 columns instead of 32, a quarter less of the score and P·V MMAs, the softmax and p' (the key and value
-    conversions are shared by both tiles). The score rows (columns < 2G) must sit in tile A."""
-    n = _rows_tile(rows)
-    if SPLIT_ROWS and 16 < rows <= 24 and 2 * group <= 16:
-        return 16, 8
-    if SPLIT_ROWS_WIDE and 24 < rows <= 32 and 2 * group <= 16:
-        return 16, 16
-    return n, 0
 
 
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
@@ -397,5 +327,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
+        BR=value_branches(G, n1, n2, has_scores),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -124,7 +124,7 @@ def launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, qk_scale, S1, 
     """Partial 0 of ``verify_attention``'s Gluon engine (its checks done, its partials allocated), launched right
     after the page launch with ``first=True``: grid (Hkv, B)."""
     from sgl_spec.kernels.pdl import pdl_kwargs
-    from sgl_spec.kernels.verify_pages_gluon import NUM_WARPS, _rows_tile
+    from sgl_spec.kernels.verify_gluon_rules import NUM_WARPS, _rows_tile
 
     B, NQ, Hq, D = q.shape
     Hkv, P = hot_k.shape[3], hot_k.shape[2]

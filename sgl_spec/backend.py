@@ -130,9 +130,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
     def _resolve_verify_engine(self, model_runner, pool) -> str:
         """--quantspec-verify-kernel -> verify_attention's engine for the INT8 page splits, decided once here (INT8
         decode included; 'auto' without speculation too): 'gluon' that cannot run fails at startup with the reason;
-        'auto' takes gluon where it runs (kernels/verify_pages_gluon.py gluon_verify_support). A window wider than
+        'auto' takes gluon where it runs (kernels/verify_gluon_rules.py gluon_verify_support). A window wider than
         the Gluon tile (γ+1 times G over 32 rows) runs the Triton kernel (``_verify_kw``)."""
-        from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS, auto_min_pairs, gluon_verify_support
+        from sgl_spec.kernels.verify_gluon_rules import GLUON_MAX_ROWS, auto_min_pairs, gluon_verify_support
 
         group = self._head_group(model_runner, pool)
         # per launch (``_verify_kw``): rows the Gluon tile holds, and (request, KV head) pairs from which it is taken
@@ -146,7 +146,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             raise ValueError(f"--quantspec-verify-kernel gluon: {why}; use --quantspec-verify-kernel triton (or auto)")
         engine = "triton" if why else "gluon"
         # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs where it was faster (fewer than
-        # 4 query heads a KV head; kernels/verify_pages_gluon.py auto_min_pairs); 'gluon' takes Gluon for every batch
+        # 4 query heads a KV head; kernels/verify_gluon_rules.py auto_min_pairs); 'gluon' takes Gluon for every batch
         # --enable-deterministic-inference: the engine must not follow the batch either (the two engines sum a
         # request's pages in different orders), so a Gluon-capable launch takes Gluon at every batch size
         if want == "gluon" or (self.batch_invariant and engine == "gluon"):

@@ -14,7 +14,7 @@ import torch
 from sgl_spec.backend import QuantSpecAttnBackend
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
-from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs
+from sgl_spec.kernels.verify_gluon_rules import auto_min_pairs
 from sgl_spec.pool import QuantSpecKVPool
 
 ATOL = 2e-5
@@ -309,13 +309,13 @@ def test_verify_kernel_resolution():
 def test_deterministic_inference_fixes_the_verify_engine(monkeypatch):
     """With --enable-deterministic-inference 'auto' must not pick the verify engine by batch size (the Triton and
     Gluon kernels sum a request's pages in different orders): where Gluon runs it takes every launch."""
-    from sgl_spec.kernels import verify_pages_gluon as vg
+    from sgl_spec.kernels import verify_gluon_rules as vgr
 
     sim = Sim(P=64, speculative=True)
     be = sim.backend
     runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=sim.rtt),
                              token_to_kv_pool=sim.pool, model_config=SimpleNamespace(num_attention_heads=Hq))
-    monkeypatch.setattr(vg, "gluon_verify_support", lambda *a: "")  # as on an H100
+    monkeypatch.setattr(vgr, "gluon_verify_support", lambda *a: "")  # as on an H100
     for invariant, pairs in ((False, auto_min_pairs(Hq // H)), (True, 0)):
         be.batch_invariant = invariant
         assert be._resolve_verify_engine(runner, sim.pool) == "gluon"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRAMS_PER_SM) must fit
+SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_gluon_rules.PROGRAMS_PER_SM) must fit
 
 
 # slim None: the launcher's form for G (slim_form); 0 / 1: the other form compiles too. N2 = 8: the 16 + 8 column
@@ -27,14 +27,31 @@ SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (verify_pages_gluon.PROGRA
     (4, 16, 1, None, 8, 128), (2, 32, 0, None, 0, 128), (4, 8, 0, None, 0, 128)])
 def test_compiles_for_sm90(G, N, lse, slim, N2, P):
     pytest.importorskip("triton.experimental.gluon")
-    from sgl_spec.kernels.verify_pages_gluon import PROGRAMS_PER_SM, slim_form
+    from sgl_spec.kernels.verify_gluon_rules import slim_form
+
+    _check_compiles(G, N, lse, slim, N2, P, slim_form(G) if slim is None else slim)
+
+
+# each form with the value-page branches the other way than its rule (verify_gluon_rules.value_branches)
+@pytest.mark.parametrize("G,N,N2,P,br", [(4, 16, 8, 64, 0), (4, 32, 0, 64, 1)])
+def test_value_branch_forms_compile_for_sm90(G, N, N2, P, br):
+    pytest.importorskip("triton.experimental.gluon")
+    from sgl_spec.kernels.verify_gluon_rules import slim_form, value_branches
+
+    assert value_branches(G, N, N2, True) != bool(br)
+    _check_compiles(G, N, 0, None, N2, P, slim_form(G), br)
+
+
+def _check_compiles(G, N, lse, slim, N2, P, want_slim, br=None):
+    from sgl_spec.kernels.verify_gluon_rules import PROGRAMS_PER_SM
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
-    extra = [] if slim is None else [f"slim={slim}"]
+    extra = ([] if slim is None else [f"slim={slim}"]) + ([] if br is None else [f"br={br}"])
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
                           f"N2={N2}", f"lse={lse}", f"P={P}", *extra], capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=900)
-    assert f"slim={int(slim_form(G) if slim is None else slim)}" in res.stdout, res.stdout[-2000:]
+    assert f"slim={int(want_slim)}" in res.stdout, res.stdout[-2000:]
+    assert br is None or f"br={br}" in res.stdout, res.stdout[-2000:]
     assert f"P={P}:" in res.stdout, res.stdout[-2000:]
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
@@ -71,7 +88,7 @@ def test_form_and_auto_rule_follow_the_group():
     """SLIM (rows recomputed where used, RAW scores stored from shared memory) measured faster at G = 4 and slower at
     G = 2; auto takes Gluon at every batch at G >= 4 and from 32 pairs below (H100, bench/NOTES_kernels.md sessions
     25-26)."""
-    from sgl_spec.kernels.verify_pages_gluon import auto_min_pairs, slim_form
+    from sgl_spec.kernels.verify_gluon_rules import auto_min_pairs, slim_form
 
     assert [slim_form(g) for g in (1, 2, 4, 8)] == [False, False, True, True]
     assert [auto_min_pairs(g) for g in (1, 2, 4, 8)] == [32, 32, 1, 1]
@@ -81,7 +98,7 @@ def test_row_tiles():
     """17..24 rows go as 16 + 8 MMA columns (a quarter less MMA and softmax work than 32; H100: 128k x 8 with scores
     903 -> 833 µs in the same run, bench/NOTES_kernels.md session 24) while the score rows (columns < 2G) fit tile
     A; every other window is one power-of-two tile."""
-    from sgl_spec.kernels.verify_pages_gluon import row_tiles
+    from sgl_spec.kernels.verify_gluon_rules import row_tiles
 
     assert row_tiles(20, 4) == (16, 8) and row_tiles(24, 4) == (16, 8) and row_tiles(18, 2) == (16, 8)
     assert row_tiles(24, 8) == (16, 8)
@@ -90,8 +107,20 @@ def test_row_tiles():
     assert row_tiles(24, 12) == (32, 0)  # score rows would span 24 columns: one tile
 
 
+def test_value_branches_only_in_the_measured_forms():
+    """The value-page branches where they measured faster (H100, bench/NOTES_kernels.md session 36): Llama-3-8B's
+    nq 5 (16 + 8 columns) and pycode-30m's nq 13 with scores; not Llama-3-8B's nq 8 (slower from batch 8 at P = 64),
+    not pycode-30m without scores, not unmeasured forms."""
+    from sgl_spec.kernels.verify_gluon_rules import row_tiles, value_branches
+
+    assert value_branches(4, *row_tiles(5 * 4, 4), True) and value_branches(4, *row_tiles(5 * 4, 4), False)
+    assert value_branches(2, *row_tiles(13 * 2, 2), True) and not value_branches(2, *row_tiles(13 * 2, 2), False)
+    assert not value_branches(4, *row_tiles(8 * 4, 4), True) and not value_branches(4, *row_tiles(8 * 4, 4), False)
+    assert not value_branches(8, *row_tiles(3 * 8, 8), True) and not value_branches(4, *row_tiles(1 * 4, 4), True)
+
+
 def test_shapes_and_device_are_checked():
-    from sgl_spec.kernels.verify_pages_gluon import GLUON_MAX_ROWS, gluon_verify_shapes, gluon_verify_support
+    from sgl_spec.kernels.verify_gluon_rules import GLUON_MAX_ROWS, gluon_verify_shapes, gluon_verify_support
 
     assert gluon_verify_shapes(64, 64, 4, 8) == ""
     assert "page size 64" in gluon_verify_shapes(32, 64, 4, 5)
