@@ -28,7 +28,7 @@ import torch
 import triton
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dev_timing import _TIMING, alias_pages, copy_gbps, timer  # noqa: E402
+from dev_timing import _TIMING, alias_pages, copy_gbps, time_variant, timer  # noqa: E402
 from dev_verify import bench_verify, check_verify  # noqa: E402
 from kernel_cases import (HKV, HQ, D, DTYPE, SM_SCALE, bytes_draft, bytes_quantize, draft_args,  # noqa: E402
                           quant_pages)
@@ -125,11 +125,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
             kw = draft_kwargs(var, B, ids.shape[1], P)
             fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
                                             SM_SCALE, out=out, **kw)
-            try:
-                ms = timer(fn)
-            except Exception as e:  # a variant that does not compile/fit is reported, not fatal
-                parts.append(f"{var or 'default'}: {type(e).__name__}")
-                log(f"  variant {var}: {type(e).__name__}: {str(e)[:300]}")
+            ms = time_variant(fn, var or "default", parts, log)
+            if ms is None:
                 continue
             r = dict(kernel=kernel, ctx=ctx, batch=B, page=P, variant=var, kwargs=kw, us=ms * 1e3,
                      bw=nbytes / ms / 1e6 / gbps)

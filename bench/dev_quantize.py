@@ -29,6 +29,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).parent))
 import quant_criterion as qc  # noqa: E402
+from dev_timing import copy_gbps  # noqa: E402
 import quantize_pages_v0  # noqa: E402
 from kernel_cases import HKV, D, DTYPE, bytes_quantize  # noqa: E402
 from sgl_spec.kernels import quantize_pages as qp  # noqa: E402
@@ -78,14 +79,6 @@ def graph_time(fn):
         fn()
     torch.cuda.synchronize()
     return triton.testing.do_bench(g.replay, warmup=20, rep=80, return_mode="median")
-
-
-def copy_gbps():
-    n = 1 << 30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 256)
-    dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=80, return_mode="median")
-    return 2 * n / ms / 1e6
 
 
 # ---- correctness ---------------------------------------------------------------------------------------------------

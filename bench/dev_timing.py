@@ -55,3 +55,14 @@ def copy_gbps():
     dst = torch.empty_like(src)
     ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=20, rep=80, return_mode="median")
     return 2 * n / ms / 1e6
+
+
+def time_variant(fn, label, parts, log, what="variant"):
+    """``timer(fn)`` in ms, or None where the variant does not compile or fit: then reported (in ``parts`` and the
+    log), not fatal, so the other variants of the call still run."""
+    try:
+        return timer(fn)
+    except Exception as e:
+        parts.append(f"{label}: {type(e).__name__}")
+        log(f"  {what} {label}: {type(e).__name__}: {str(e)[:300]}")
+        return None

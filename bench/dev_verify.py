@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kernel_cases as kc  # noqa: E402  (kc.HQ / kc.HKV read at call time: --heads changes them)
-from dev_timing import _TIMING, alias_pages, timer  # noqa: E402
+from dev_timing import _TIMING, alias_pages, time_variant  # noqa: E402
 from kernel_cases import D, DTYPE, SM_SCALE, bytes_verify, quant_pages, verify_q_start  # noqa: E402
 
 
@@ -138,11 +138,8 @@ def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
             impl, with_scores, kw = verify_variant(var)
             fn = lambda impl=impl, s=(sc if with_scores else None), kw=kw: impl(  # noqa: E731
                 q, qb.store, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE, scores=s, out=out, **kw)
-            try:
-                ms = timer(fn)
-            except Exception as e:  # a variant that does not compile/fit is reported, not fatal
-                parts.append(f"{var or 'new'}: {type(e).__name__}")
-                log(f"  verify variant {var}: {type(e).__name__}: {str(e)[:300]}")
+            ms = time_variant(fn, var or "new", parts, log, "verify variant")
+            if ms is None:
                 continue
             bw = bytes_verify(P, lens, nq, with_scores) / ms / 1e6 / gbps
             rows.append(dict(kernel=f"verify_nq{nq}", variant=var or "new", scores=with_scores, ctx=ctx, batch=B,
