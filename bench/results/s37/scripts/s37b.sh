@@ -1,0 +1,13 @@
+#!/bin/bash
+# session 37 B: issue 2's grids on an H200 against same-run FA3 (sgl_kernel from the kit chunks c3..c9)
+cd /tmp/whlparts && W=sglang_kernel-0.4.5-cp310-abi3-manylinux2014_x86_64.whl && cat $W.part0* > /tmp/$W && cd - > /dev/null
+pip install -q --no-deps --target /tmp/site /tmp/$W > /tmp/install.log 2>&1; tail -1 /tmp/install.log | cut -c1-200
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+PYTHONPATH=/tmp/site timeout 250 python3 bench/bench_kernels.py --baselines fa3 --page 64,128 \
+  --ctx 65536,131072,262144 --batch 1,8 --nq 5 --kernels verify --out $OUT/grid --time-budget-s 235 \
+  > $OUT/grid.log 2>&1
+grep "^ctx\|done\|budget\|baselines\]\|device\]" $OUT/grid.log | cut -c1-330
+PYTHONPATH=/tmp/site timeout 200 python3 bench/bench_kernels.py --baselines fa3 --page 64,128 \
+  --ctx 65536,131072,262144 --batch 1,8 --kernels draft_dense,draft_sparse --out $OUT/dgrid --time-budget-s 185 \
+  > $OUT/dgrid.log 2>&1
+grep "^ctx\|done\|budget\|baselines\]\|device\]" $OUT/dgrid.log | cut -c1-330
