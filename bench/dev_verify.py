@@ -25,7 +25,8 @@ def verify_variant(var):
     split as a Triton or a Gluon launch (fr=0|1, verify_attention(gluon_ring=)); module knobs set
     during the call: ds=0|1 (verify_gluon_rules.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
-    (verify_gluon_rules.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program)."""
+    (verify_gluon_rules.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program), cw=0|1
+    (verify_gluon_rules.COPY_WARP: the copy-warp form, kernels/verify_pages_ws_gluon.py)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -67,7 +68,7 @@ def verify_variant(var):
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_gluon_rules", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
           "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_gluon_rules", "SPLIT_ROWS_WIDE"),
-          "mt": ("verify_attention", "MERGE_TILE")}
+          "mt": ("verify_attention", "MERGE_TILE"), "cw": ("verify_gluon_rules", "COPY_WARP")}
 
 
 def _with_knobs(fn, knobs):
@@ -155,7 +156,7 @@ def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
 def check_verify(log, variants=("",), nqs=(1, 5)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
     included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
-    pp=/nw=/qa= combination among ``variants`` is checked."""
+    pp=/nw=/qa= combination among ``variants`` is checked, with its gm= kernel form and module knobs (cw=1 ...)."""
     from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
 
     cases = []
@@ -165,17 +166,18 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
                   if k in ("pages_per_iter", "num_warps", "rows_as_m", "num_splits", "batch_invariant", "key_frag",
                            "block_m", "engine")}
             gm = next((p[3:] for p in var.split("/") if p.startswith("gm=")), "")  # a --gluon-dir kernel form
-            cases += [(kw, gm)] if (kw, gm) not in cases else []
+            knobs = tuple(tuple(p.split("=", 1)) for p in var.split("/") if p.split("=")[0] in _KNOBS)
+            cases += [(kw, gm, knobs)] if (kw, gm, knobs) not in cases else []
     worst = 0.0
-    for kw, gm in cases:
-        worst = max(worst, _check_verify_one(log, ref, kw, nqs, gm))
+    for kw, gm, knobs in cases:
+        worst = max(worst, _check_verify_one(log, ref, kw, nqs, gm, dict(knobs)))
     return worst
 
 
-def _check_verify_one(log, ref, kw, nqs, gm=""):
+def _check_verify_one(log, ref, kw, nqs, gm="", knobs=None):
     from sgl_spec.kernels import verify_attention as va
 
-    fn = _with_gluon_module(gm, va.verify_attention) if gm else va.verify_attention
+    fn = _with_knobs(_with_gluon_module(gm, va.verify_attention) if gm else va.verify_attention, knobs or {})
 
     def verify_attention(*a, **k):
         return fn(*a, **k, **kw)
@@ -215,7 +217,8 @@ def _check_verify_one(log, ref, kw, nqs, gm=""):
                 bad = (~torch.isfinite(out)).sum().item()
                 ok = err < 1e-2 and sc_err < 5e-2 and same_nan and rows_eq and bad == 0
                 worst = max(worst, err if err == err else float("inf"))
-                log(f"check verify {kw}{' gm=' + gm if gm else ''} P={P} lens={lens} nq={nq_}: rel err {err:.2e} "
+                kn = "".join(f" {k}={v}" for k, v in (knobs or {}).items())
+                log(f"check verify {kw}{' gm=' + gm if gm else ''}{kn} P={P} lens={lens} nq={nq_}: rel err {err:.2e} "
                     f"score max abs err {sc_err:.1e} "
                     f"unwritten-same {same_nan} rows==nq1 {rows_eq} nonfinite {bad} wide-tile-bits-equal {tile_eq} -> "
                     f"{'ok' if ok else 'FAIL'}")

@@ -165,10 +165,10 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0):
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None, cw=0):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two). slim / br None: the launcher's rules
-    (kernels/verify_gluon_rules.py)."""
+    (kernels/verify_gluon_rules.py). cw=1: the copy-warp form (kernels/verify_pages_ws_gluon.py)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import verify_gluon_rules as vgr
@@ -182,14 +182,37 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
                  DIRECT=bool(sc) and vgr.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, BR=br)
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
-    cc = compile_sm90(vg._verify_pages_kernel, types, const, plain=plain, num_warps=vgr.NUM_WARPS, num_stages=1,
-                      source=GluonASTSource)
+    kernel, opts = vg._verify_pages_kernel, {}
+    if cw:
+        kernel, types, opts = _copy_warp_types(types)
+    cc = compile_sm90(kernel, types, const, plain=plain, num_warps=vgr.NUM_WARPS, num_stages=1,
+                      source=GluonASTSource, **opts)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)} br={int(br)} P={64 * sub}")
+               f"direct={int(const['DIRECT'])} first={int(first)} br={int(br)} cw={int(bool(cw))} P={64 * sub}")
     _, ls = loops(sass(cc))
-    ops = max(ls, key=lambda x: x[1] - x[0])[2]  # the main loop: the longest backward branch
+    # the page loop: most MMAs, then the shortest (the copy-warp form's partitions sit in loops around it)
+    ops = max(ls, key=lambda x: (sum(v for k, v in x[2].items() if k.startswith("HMMA")), x[0] - x[1]))[2]
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
-    print(f"  loop_hmma={count('HMMA')} loop_bar_sync={count('BAR.SYNC')} loop_ldl={count('LDL')}")
+    print(f"  loop_instr={sum(ops.values())} loop_hmma={count('HMMA')} loop_bar_sync={count('BAR.SYNC')} "
+          f"loop_ldl={count('LDL')} loop_ldgsts={count('LDGSTS')}")
+    if cw:  # the copy warp's TMA copies and the partitions' register split
+        regs = sorted({int(r) for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", cc.asm["ptx"])})
+        print(f"  utmaldg={sass(cc).count('UTMALDG')} setmaxnreg={','.join(map(str, regs))}")
+
+
+def _copy_warp_types(types):
+    """(kernel, argument types, compile options) of the copy-warp form: its TMA descriptors in place of the plane and
+    scale pointers, launched at WS_MAXNREG."""
+    from sgl_spec.kernels import verify_pages_ws_gluon as ws
+
+    k, s, v = ws.KTM.value, ws.STM.value, ws.VTM.value
+    types = {n: t for n, t in types.items() if n not in ("ku_ptr", "kl_ptr", "vu_ptr", "vl_ptr", "ks_ptr", "kz_ptr",
+                                                          "vs_ptr", "vz_ptr")}
+    types.update(kud=f"tensordesc<i32[64, 16],{k!r}>", kld=f"tensordesc<i32[64, 16],{k!r}>",
+                 vud=f"tensordesc<i16[64, 32],{v!r}>", vld=f"tensordesc<i16[64, 32],{v!r}>",
+                 ksd=f"tensordesc<i32[1, 64],{k!r}>", kzd=f"tensordesc<i32[1, 64],{k!r}>",
+                 vsd=f"tensordesc<fp16[1, 64],{s!r}>", vzd=f"tensordesc<fp16[1, 64],{s!r}>")
+    return ws._verify_pages_ws_kernel, types, dict(maxnreg=ws.WS_MAXNREG)
 
 
 def _verify_ring_gluon(G=4, NT=32, sub=1):
@@ -209,11 +232,12 @@ def _verify_ring_gluon(G=4, NT=32, sub=1):
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
-        # [P=64|128] [br=0|1]
+        # [P=64|128] [br=0|1] [cw=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
-                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv["br"]) if "br" in kv else None)
+                      bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv["br"]) if "br" in kv else None,
+                      int(kv.get("cw", 0)))
     elif what == "verify_ring_gluon":  # sass_report.py verify_ring_gluon [G=4] [NT=32] [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)

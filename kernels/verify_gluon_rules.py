@@ -107,3 +107,19 @@ def value_branches(group: int, n1: int, n2: int, has_scores: bool) -> bool:
     Other forms were not measured and keep the loop without branches."""
     return (group, n1, n2) in VALUE_BRANCH_FORMS[bool(has_scores)]
 
+
+# The copy-warp form (kernels/verify_pages_ws_gluon.py): TMA copies from a warp of their own instead of per-thread
+# cp.async. H200, same runs (bench/results/s37/ws/): faster in every cell timed (nq 5 at batch 1 10-11%, nq 5 and 8
+# at batch 8 0.4-11%); checked against the reference by bench/dev_kernels.py --check-variants. Off until the GPU test
+# suites (tests/gpu/test_kernels_gpu.py -k verify with it on, tests/gpu/test_verify_copy_warp_gpu.py) and the server
+# tests have run it.
+COPY_WARP = False
+COPY_WARP_GROUPS = (4,)  # G measured: Llama-3-8B; at G = 2 (pycode-30m, nq 13: one 32-column tile) the compute warps'
+# 232 registers spill (sm_90 SASS: 152 bytes of stack, 44 spill loads and stores in the loop): not measured
+
+
+def copy_warp_form(group: int) -> bool:
+    """Whether a Gluon verify launch of G query heads a KV head takes the copy-warp form (where the planes and scales
+    allow it: verify_pages_ws_gluon.copy_warp_supported)."""
+    return COPY_WARP and group in COPY_WARP_GROUPS
+

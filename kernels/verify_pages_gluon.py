@@ -36,6 +36,10 @@ The page scores of kind "max" are stored by the page programs themselves (``dire
 in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
 G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the
 loop (scores on: +1.3-1.5% over scores off from batch 8, H100, bench/results/s25/ab_direct).
+
+The page loop (``_page_loop``) is also the compute partition of the copy-warp form (kernels/verify_pages_ws_gluon.py,
+``WS``): there a warp of its own fills the same buffers by TMA and the loop waits on mbarriers instead of cp.async
+groups (sm_90 SASS of this kernel unchanged by the split, instruction for instruction).
 """
 from __future__ import annotations
 
@@ -44,11 +48,13 @@ import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
-from sgl_spec.kernels.verify_gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
-from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _own_pages, _page_max, _probs, _q_tile,
+from sgl_spec.kernels.verify_gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, row_tiles, slim_form,
+                                                value_branches)
+from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages,
                                                _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
@@ -82,46 +88,10 @@ def _verify_pages_kernel(
                                   dtype=gl.int32, is_pure=False, pack=1)
     # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
     gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
-    s = gl.program_id(0)
-    h = gl.program_id(1)
-    b = gl.program_id(2).to(gl.int64)
-    q_start = gl.load(qs_ptr + b)
-    # page indices below count 64-token sub-pages: SUB = P / 64 of them a page (a 128-token page as two sub-pages
-    # that share its key scales); the partition, the window's INT8 pages and the scored pages are whole pages
-    PT: gl.constexpr = 64 * SUB  # tokens a page
-    n_req = (q_start + NQ - 1) // PT * SUB  # INT8 (sub-)pages the window needs
-    Cb = gl.maximum(C, (q_start // PT + NS) // NS) * SUB  # verify_splits._split_pages, in sub-pages
-    j0 = s * Cb
+    s, h, b, q_start, j0, j1, n_req = _split(qs_ptr, NQ, C, NS, SUB)
     if j0 < n_req:
-        j1 = gl.minimum(j0 + Cb, n_req)
-        n_scored = q_start // PT * SUB
-
-        # ---- rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1
-        # are tile A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32). SLIM: the row tensors
-        # are computed after the loop and in its masking branch instead of kept live through it (the loop runs at
-        # the 255-register cap; slim_form says where each form measured faster)
-        n_c = gl.arange(0, N, layout=COLS)
-        if SLIM:
-            own_a = q_start  # unused: the masking branch computes the rows' own pages
-            own_b = q_start
-        else:
-            own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SUB)
-            if N2 > 0:
-                own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G,
-                                   SUB)
-
-        # ---- q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in
-        # shared memory
-        qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, 0, N, NQ, ra,
-                                                                         rb, n_front, lo_r, hi_r, G))
-        if N2 > 0:
-            qsm_b = gl.allocate_shared_memory(gl.float16, [128, N2], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, N,
-                                                                                  N2, NQ, ra, rb, n_front, lo_r,
-                                                                                  hi_r, G))
-            psm_b = gl.allocate_shared_memory(gl.float16, [256, N2], PSM)
-            mx_b = gl.allocate_shared_memory(gl.float32, [4, N2], FLAT)
-        else:  # never read (N2 = 0: one tile)
-            qsm_b = qsm
+        n_c, own_a, own_b = _row_pages(q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, N, N2, SLIM, SUB)
+        qsm, qsm_b, psm_b, mx_b = _q_tiles(q_ptr, s_qb, s_qn, s_qh, b, h, NQ, ra, rb, n_front, lo_r, hi_r, G, N, N2)
         ksm_u = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)  # [page * 64 + token, word]
         ksm_l = gl.allocate_shared_memory(gl.int32, [256, 16], FLAT)
         sss = gl.allocate_shared_memory(gl.int32, [4, 64], FLAT)  # key scale pairs [page, pair]
@@ -134,101 +104,176 @@ def _verify_pages_kernel(
         mx = gl.allocate_shared_memory(gl.float32, [4, N], FLAT)  # each page's max per row
         if N2 == 0:
             psm_b = psm
+            mx_b = mx
         gl.thread_barrier()  # q^T written by all warps, read whole by each
+        _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, psm_b, mx, mx_b,
+                   ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
+                   pt_ptr + b * s_pb, s_pj, 0, 0, 0, 0, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
+                   acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb,
+                   n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, False)
+    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it (merge)
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)
 
-        # ---- index tensors -------------------------------------------------------------------------------------------
-        pt_row = pt_ptr + b * s_pb
+
+@gluon.jit
+def _split(qs_ptr, NQ, C, NS, SUB: gl.constexpr):
+    """(split s, KV head h, request b, q_start, first and end (sub-)page j0, j1, the window's INT8 (sub-)pages) of
+    this program. Page indices count 64-token sub-pages: SUB = P / 64 of them a page (a 128-token page as two
+    sub-pages that share its key scales); the partition, the window's INT8 pages and the scored pages are whole
+    pages. The program has work where j0 < n_req."""
+    s = gl.program_id(0)
+    h = gl.program_id(1)
+    b = gl.program_id(2).to(gl.int64)
+    q_start = gl.load(qs_ptr + b)
+    PT: gl.constexpr = 64 * SUB  # tokens a page
+    n_req = (q_start + NQ - 1) // PT * SUB  # INT8 (sub-)pages the window needs
+    Cb = gl.maximum(C, (q_start // PT + NS) // NS) * SUB  # verify_splits._split_pages, in sub-pages
+    j0 = s * Cb
+    return s, h, b, q_start, j0, gl.minimum(j0 + Cb, n_req), n_req
+
+
+@gluon.jit
+def _q_tiles(q_ptr, s_qb, s_qn, s_qh, b, h, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr, N: gl.constexpr,
+             N2: gl.constexpr):
+    """q^T [128, N] (+ [128, N2]) fp16 (raw: the logits are scaled in fp32), channels in the keys' order, in shared
+    memory, and tile B's p' and page maxima buffers -> (qsm, qsm_b, psm_b, mx_b); with one tile (N2 = 0) the last
+    three are qsm, never read (the caller sets psm_b, mx_b to its own psm, mx)."""
+    qsm = gl.allocate_shared_memory(gl.float16, [128, N], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, 0, N, NQ, ra, rb,
+                                                                     n_front, lo_r, hi_r, G))
+    if N2 > 0:
+        qsm_b = gl.allocate_shared_memory(gl.float16, [128, N2], QSM, _q_tile(q_ptr, s_qb, s_qn, s_qh, b, h, N, N2, NQ,
+                                                                              ra, rb, n_front, lo_r, hi_r, G))
+        psm_b = gl.allocate_shared_memory(gl.float16, [256, N2], PSM)
+        mx_b = gl.allocate_shared_memory(gl.float32, [4, N2], FLAT)
+    else:
+        qsm_b = qsm
+        psm_b = qsm
+        mx_b = qsm
+    return qsm, qsm_b, psm_b, mx_b
+
+
+@gluon.jit
+def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, psm_b, mx, mx_b,
+               ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
+               pt_row, s_pj, kfull, kempty, vfull, vempty, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
+               acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb, n_front,
+               lo_r, hi_r,
+               G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr,
+               SLIM: gl.constexpr, N2: gl.constexpr, DIRECT: gl.constexpr, SUB: gl.constexpr, BR: gl.constexpr,
+               WS: gl.constexpr):
+    """A program's pages j0 .. j1 - 1 of (request b, KV head h) in groups of four, then its partials at index 1 + s
+    (n_c, own_a, own_b: the rows' columns and own pages, computed by the caller before its q^T tiles).
+    The buffers' bytes come by cp.async from these four warps (WS False: the copy helpers below, the pointer
+    arguments used), or (WS True: the compute partition of kernels/verify_pages_ws_gluon.py, the pointer arguments
+    unused) from the copy warp's TMA copies, waited for on kfull / vfull and handed back on kempty / vempty."""
+    n_scored = q_start // (64 * SUB) * SUB
+    # ---- index tensors -------------------------------------------------------------------------------------------
+    if not WS:
         kR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPK))
         k_off = (kR % 64)[:, None] * 16 + gl.arange(0, 16, layout=gl.SliceLayout(0, CPK))[None, :]
         vR = gl.arange(0, 256, layout=gl.SliceLayout(1, CPT))
         v_off = (vR % 64)[:, None] * 32 + gl.arange(0, 32, layout=gl.SliceLayout(0, CPT))[None, :]
         sW = gl.arange(0, 4, layout=gl.SliceLayout(1, CPS))
         s_off = gl.arange(0, 64, layout=gl.SliceLayout(0, CPS))
-        rR = gl.arange(0, 256, layout=ROWS)
-        r_w = (rR >> 4) & 3
+    rR = gl.arange(0, 256, layout=ROWS)
+    r_w = (rR >> 4) & 3
 
-        m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
-        acc = gl.zeros([128, N], gl.float32, layout=MMA)
-        zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
-        l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
-        z_w = _per_warp(zero_s)
-        if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
-            m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
-            acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
-            zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
-            l_wb = _per_warp(zero_b)
-            z_wb = _per_warp(zero_b)
-        else:
-            zero_b = zero_s
+    m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
+    acc = gl.zeros([128, N], gl.float32, layout=MMA)
+    zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
+    l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
+    z_w = _per_warp(zero_s)
+    if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
+        m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
+        acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
+        zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
+        l_wb = _per_warp(zero_b)
+        z_wb = _per_warp(zero_b)
+    else:
+        zero_b = zero_s
 
-        # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
-        # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
-        # at the page-maxima barrier instead was 5% slower (H100, 128k x 8)
+    # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
+    # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
+    # at the page-maxima barrier instead was 5% slower (H100, 128k x 8). WS: the copy warp's TMA copies instead
+    # (kernels/verify_pages_ws_gluon.py), which take the key buffers back at the page-maxima barrier
+    if not WS:
         _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr,
                    kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, j0, j1, kR, k_off,
                    sW, s_off, SUB)
         _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, j0, j1, vR,
                      v_off, SUB)
-        for jb in range(j0, j1, 4):
+    for jb in range(j0, j1, 4):
+        if WS:
+            ph = ((jb - j0) // 4) & 1
+            mbarrier.wait(kfull, ph)  # this group's keys and scales
+        else:
             async_copy.wait_group(1)  # this group's keys (its values may be in flight)
             gl.thread_barrier()
-            sc, sc_b = _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2)
-            vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
-            vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
-            # masks: a page past the split, or one some rows must not see
-            r_j = jb + r_w
-            if (jb + 3 >= n_scored) | (jb + 3 >= j1):
-                sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM, SUB)
-                if N2 > 0:
-                    sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
-                                 rb, n_front, lo_r, hi_r, G, SLIM, SUB)
-            cm4 = _page_max(sc)  # [4 w, N]
-            if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
-                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
-            mx.store(cm4)
+        sc, sc_b = _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2)
+        vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
+        vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
+        # masks: a page past the split, or one some rows must not see
+        r_j = jb + r_w
+        if (jb + 3 >= n_scored) | (jb + 3 >= j1):
+            sc = _mask(sc, r_j, j1, n_scored, own_a, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SLIM, SUB)
             if N2 > 0:
-                mx_b.store(_page_max(sc_b))
-            gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
-            m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
-            if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
-                ps4 = _per_warp(p)  # each sub-page's Σ p, against the group's one running max
-                if SUB > 1:  # a page's sub-pages: the sums add (the same max)
-                    ps4 = gl.sum(gl.reshape(ps4, [4 // SUB, SUB, N]), 1)
-                lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
-                _store_raw(raw_ptr, s_rb, s_rh, b, h, jb // SUB, lse, gl.minimum(n_scored, j1) // SUB, n_front, G, N)
-            l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
-            m_run = m_new
-            if N2 > 0:
-                m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
-                l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
+                sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
+                             rb, n_front, lo_r, hi_r, G, SLIM, SUB)
+        cm4 = _page_max(sc)  # [4 w, N]
+        if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
+            _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
+        mx.store(cm4)
+        if N2 > 0:
+            mx_b.store(_page_max(sc_b))
+        gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
+        if WS:
+            mbarrier.arrive(kempty)  # keys and scales read (vs, vz in registers)
+        m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
+        if HAS_SCORES and SCORE_LSE:  # the page's log-sum-exp per score row in raw q·k units
+            ps4 = _per_warp(p)  # each sub-page's Σ p, against the group's one running max
+            if SUB > 1:  # a page's sub-pages: the sums add (the same max)
+                ps4 = gl.sum(gl.reshape(ps4, [4 // SUB, SUB, N]), 1)
+            lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
+            _store_raw(raw_ptr, s_rb, s_rh, b, h, jb // SUB, lse, gl.minimum(n_scored, j1) // SUB, n_front, G, N)
+        l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
+        m_run = m_new
+        if N2 > 0:
+            m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
+            l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
+        if WS:
+            mbarrier.wait(vfull, ph)  # this group's values
+            gl.thread_barrier()  # p' visible
+        else:
             async_copy.wait_group(0)  # this group's values
             gl.thread_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
                        j1, kR, k_off, sW, s_off, SUB)
-            if N2 > 0:
-                acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2, jb, j1, BR)
+        if N2 > 0:
+            acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2, jb, j1, BR)
+        else:
+            acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2, jb, j1, BR)
+        if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
+            if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
+                _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
             else:
-                acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2, jb, j1, BR)
-            if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
-                if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
-                    _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
-                else:
-                    _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
-            gl.thread_barrier()  # p' and the value buffers free
+                _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
+        gl.thread_barrier()  # p' and the value buffers free
+        if WS:
+            mbarrier.arrive(vempty)
+        else:
             _copy_values(vsm_u, vsm_l, vu_ptr, vl_ptr, pt_row, s_pj, s_wp, s_wh, h, jb + 4,
                          j1, vR, v_off, SUB)
+    if not WS:
         async_copy.wait_group(0)
 
-        # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
-        _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
-                       lo_r, hi_r, G)
-        if N2 > 0:
-            _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
-                           s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
-    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it (merge)
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
+    # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
+    _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
+                   lo_r, hi_r, G)
+    if N2 > 0:
+        _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
+                       s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
 
 
 @gluon.jit
@@ -307,12 +352,19 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
     """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
     ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge. ``first``: launched
     before the ring launch (Triton, verify_attention.RING_ORDER "last", or Gluon, kernels/verify_ring_gluon.py),
-    which it lets start at once; else after it."""
+    which it lets start at once; else after it. Where ``verify_gluon_rules.copy_warp_form`` says so, the copy-warp
+    form (kernels/verify_pages_ws_gluon.py) runs instead, with the same partials and scores."""
     from sgl_spec.kernels.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
     Hkv, P = store.k_upper.shape[1:3]
     G = Hq // Hkv
+    if copy_warp_form(G):  # the same programs with a copy warp (kernels/verify_pages_ws_gluon.py)
+        from sgl_spec.kernels import verify_pages_ws_gluon as ws
+
+        if ws.copy_warp_supported(words, ks32, kz32, store.v_scale, store.v_zero):
+            return ws.launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale,
+                                      S1, C, NS, ra, rb, has_scores, score_lse, scores, sm_scale, first)
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
     n1, n2 = row_tiles(NQ * G, G)
     sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT

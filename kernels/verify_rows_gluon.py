@@ -46,6 +46,26 @@ def _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr, S
 
 
 @gluon.jit
+def _row_pages(q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr, N: gl.constexpr, N2: gl.constexpr,
+               SLIM: gl.constexpr, SUB: gl.constexpr):
+    """Rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1 are tile
+    A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32) -> (tile A's columns, each column's own
+    page for tile A and tile B). SLIM: the own pages are computed in the loop's masking branch instead of kept live
+    through it (the loop runs at the 255-register cap; slim_form says where each form measured faster)."""
+    n_c = gl.arange(0, N, layout=COLS)
+    if SLIM:
+        own_a = q_start  # unused: the masking branch computes the rows' own pages
+        own_b = q_start
+    else:
+        own_a = _own_pages(n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SUB)
+        if N2 > 0:
+            own_b = _own_pages(N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, SUB)
+        else:
+            own_b = own_a  # never read (one tile)
+    return n_c, own_a, own_b
+
+
+@gluon.jit
 def _mask(sc, r_j, j1, n_scored, own, n_c, q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr,
           SLIM: gl.constexpr, SUB: gl.constexpr = 1):
     """Scores of pages past the split or past a column's own page (causal among the window's pages) -> -inf.
