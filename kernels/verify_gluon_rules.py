@@ -111,7 +111,7 @@ def value_branches(group: int, n1: int, n2: int, has_scores: bool) -> bool:
 # The copy-warp form (kernels/verify_pages_ws_gluon.py): TMA copies from a warp of their own instead of per-thread
 # cp.async. H200, same runs (bench/results/s37/ws/): faster in every cell timed (nq 5 at batch 1 10-11%, nq 5 and 8
 # at batch 8 0.4-11%); checked against the reference by bench/dev_kernels.py --check-variants. Off until the GPU test
-# suites (tests/gpu/test_kernels_gpu.py -k verify with it on, tests/gpu/test_verify_copy_warp_gpu.py) and the server
+# suites (tests/gpu/test_verify_gpu.py with it on, tests/gpu/test_verify_copy_warp_gpu.py) and the server
 # tests have run it.
 COPY_WARP = False
 COPY_WARP_GROUPS = (4,)  # G measured: Llama-3-8B; at G = 2 (pycode-30m, nq 13: one 32-column tile) the compute warps'

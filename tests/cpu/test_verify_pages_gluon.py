@@ -2,7 +2,7 @@
 with every operand conversion a register rename (``assert_trivial``), in the budget two programs an SM need (shared
 memory, registers), with the tensor-core work and the barriers the design says; the launcher and the server's
 engine resolution refuse what they do not cover. Their numbers are checked against the reference on the GPU
-(tests/gpu/test_kernels_gpu.py::test_verify_attention / test_verify_long_window)."""
+(tests/gpu/test_verify_gpu.py::test_verify_attention / test_verify_long_window)."""
 from __future__ import annotations
 
 import os

@@ -1,96 +1,19 @@
-"""Real-shape correctness of the Triton kernels against their pure-torch twins, on the GPU (Llama-3-8B attention:
-Hq=32, Hkv=8, D=128, bf16 K/V; page sizes 64 and 128; batches 1/3/17; contexts of 1, 63 and 4097 tokens with the
-other requests of a batch at random shorter lengths). Outputs are poisoned with NaN so an unwritten element fails.
-
-Inputs that a correct kernel must never give weight to are poisoned with large finite values: ring positions past a
-request's newest token, and page-table entries past a request's page list (they point at a page whose scales are
-1e4). Finite, because in production those slots hold stale but finite data a kernel may load and mask.
-
-Tolerances: the refs compute in fp32 from the dequantized views; a Triton kernel may round dequantized K/V and the
-softmax weights to bf16 for tensor-core dots (2^-9 relative each) and rounds the output to bf16 (2^-9), so with
-|out| <~ 4 the expected error is a few 1e-3; 2e-2 (abs + rel) separates that from a wrong page/head/mask/scale
-(errors of order 0.1-1). Page scores are sums over 4 query heads of maxima of logits (|s| <~ 15) whose bf16
-rounding is ~2^-9 relative per product: atol 5e-2, rtol 1e-2 (lse scores, sums of G page log-sum-exps: the same).
-"""
+"""Real-shape correctness of the Triton kernels against their pure-torch twins, on the GPU: draft_decode,
+quantize_pages, select_topk_pages, norm_pair_linear (the verify's tests: test_verify_gpu.py). Shapes, poisoning and
+tolerances: gpu_cases.py. Outputs are poisoned with NaN so an unwritten element fails."""
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from sgl_spec.kvformat import KVFormat
+sys.path.insert(0, str(Path(__file__).parent))
+from gpu_cases import HKV, HQ, D, RING, SM, Batch, _close, _kernels, _lens  # noqa: E402
+
+from sgl_spec.kvformat import KVFormat  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-HQ, HKV, D, RING = 32, 8, 128, 2
-SM = 1.0 / math.sqrt(D)
-POISON = 300.0
-ATOL = RTOL = 2e-2
-
-
-def _kernels(op):
-    import importlib
-
-    tri = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)
-    ref = getattr(importlib.import_module(f"sgl_spec.kernels.{op}_ref"), op)
-    return tri, ref
-
-
-def _lens(B, ctx, lo, gen):
-    """Request 0 holds ``ctx`` tokens, the others a random length in [lo, ctx]."""
-    rest = torch.randint(lo, ctx + 1, (B - 1,), generator=gen).tolist() if B > 1 else []
-    return [ctx] + rest
-
-
-class Batch:
-    """Random K/V per request, complete pages quantized with the reference quantizer into shuffled physical pages,
-    the two newest pages in the ring, and a poison page that unused page-table entries point at."""
-
-    def __init__(self, lens, P, gen, dev="cuda"):
-        from sgl_spec.kernels.quantize_pages_ref import quantize_pages_ref
-
-        self.lens, self.P, B = lens, P, len(lens)
-        npl = [(n - 1) // P for n in lens]  # quantized pages: all before the newest token's page
-        self.maxp = max(npl) + 3
-        total = sum(npl) + 1
-        self.store = KVFormat(P, HKV, D).alloc(total, dev)
-        poison = total - 1
-        for t in (self.store.k_upper, self.store.k_lower, self.store.v_upper, self.store.v_lower):
-            t[poison] = 0xFF
-        for t in (self.store.k_scale, self.store.v_scale):
-            t[poison] = 1e4
-        perm = torch.randperm(total - 1, generator=gen)
-        self.page_table = torch.full((B, self.maxp), poison, dtype=torch.int32)
-        self.hot_k = torch.full((B + 2, RING, P, HKV, D), POISON, dtype=torch.bfloat16, device=dev)
-        self.hot_v = self.hot_k.clone()
-        self.hot_slot = torch.randperm(B + 2, generator=gen)[:B].to(dev, torch.int32)  # slots != batch index
-        at = 0
-        for b, n in enumerate(lens):
-            k = torch.randn(n, HKV, D, generator=gen).to(dev, torch.bfloat16)
-            v = torch.randn(n, HKV, D, generator=gen).to(dev, torch.bfloat16)
-            m = npl[b]
-            ids = perm[at: at + m]
-            at += m
-            self.page_table[b, :m] = ids.to(torch.int32)
-            if m:
-                pages = quantize_pages_ref(k[: m * P].view(m, P, HKV, D).transpose(1, 2),
-                                           v[: m * P].view(m, P, HKV, D).transpose(1, 2))
-                for name, t in pages.items():
-                    getattr(self.store, name)[ids.to(dev)] = t
-            slot = int(self.hot_slot[b])
-            for j in range(max(0, m - 1), m + 1):
-                hi = min(n, (j + 1) * P)
-                self.hot_k[slot, j % RING, : hi - j * P] = k[j * P: hi]
-                self.hot_v[slot, j % RING, : hi - j * P] = v[j * P: hi]
-        self.page_table = self.page_table.to(dev)
-
-    def i32(self, xs):
-        return torch.tensor(xs, dtype=torch.int32, device="cuda")
-
-
-def _close(got, want, atol=ATOL, rtol=RTOL):
-    assert got.shape == want.shape
-    assert torch.isfinite(got).all(), f"{(~torch.isfinite(got)).sum().item()} non-finite (unwritten?) elements"
-    torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -178,150 +101,6 @@ def test_draft_gluon_hot_programs_write_the_new_token(B, ctx, P):
         tri(*args, out=out, engine="gluon", new_k=new_k, new_v=new_v, **kw)
         assert torch.equal(bt.hot_k, rk) and torch.equal(bt.hot_v, rv), kw
         _close(out, want)
-
-
-@pytest.mark.parametrize("P", [64, 128])
-@pytest.mark.parametrize("ctx", [1, 63, 4097])
-@pytest.mark.parametrize("B", [1, 3, 17])
-@pytest.mark.parametrize("nq", [5, 8])
-def test_verify_attention(B, ctx, P, nq):
-    tri, ref = _kernels("verify_attention")
-    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq)
-    nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
-    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    sc_ref = sc.clone()
-    out = torch.full_like(q, float("nan"))
-    tri(*args, scores=sc, out=out)
-    want = ref(*args, scores=sc_ref)
-    _close(out, want)
-    for b, s0 in enumerate((q_start // P).tolist()):  # entries j >= q_start // P are left unwritten (contract)
-        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    out2 = torch.full_like(q, float("nan"))
-    tri(*args, out=out2)  # scores off: the same attention
-    _close(out2, want)
-    # scores on, with the server's default partition (batch_invariant=False: splits follow B) and with the keys
-    # through shared memory (key_frag=False; the default keeps them in the wgmma A fragment's order at P = 64)
-    for variant in (dict(batch_invariant=False), dict(key_frag=False)):
-        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-        out4 = torch.full_like(q, float("nan"))
-        tri(*args, scores=sc, out=out4, **variant)
-        _close(out4, want)
-        for b, s0 in enumerate((q_start // P).tolist()):
-            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
-    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    sc_ref = sc.clone()
-    out3 = torch.full_like(q, float("nan"))
-    tri(*args, scores=sc, out=out3, score_kind="lse")
-    ref(*args, scores=sc_ref, score_kind="lse")
-    _close(out3, want)
-    for b, s0 in enumerate((q_start // P).tolist()):
-        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    # the Gluon page programs (kernels/verify_pages_gluon.py; P = 128 as two 64-token sub-pages a page): both
-    # partitions, one split, both score kinds
-    for kw in (dict(), dict(batch_invariant=False), dict(num_splits=1), dict(score_kind="lse")):
-        _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw)
-
-
-def _check_gluon_verify(tri, ref, args, q, bt, B, P, q_start, want, **kw):
-    sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    sc_ref = sc.clone()
-    out = torch.full_like(q, float("nan"))
-    tri(*args, scores=sc, out=out, engine="gluon", **kw)
-    ref(*args, scores=sc_ref, score_kind=kw.get("score_kind", "max"))
-    _close(out, want)
-    for b, s0 in enumerate((q_start // P).tolist()):
-        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-    out = torch.full_like(q, float("nan"))
-    tri(*args, out=out, engine="gluon", **kw)  # scores off
-    _close(out, want)
-
-
-@pytest.mark.parametrize("nq,G,dtype", [(1, 4, torch.bfloat16), (5, 4, torch.bfloat16), (8, 4, torch.bfloat16),
-                                        (13, 2, torch.bfloat16), (5, 4, torch.float16)])
-@pytest.mark.parametrize("P", [64, 128])
-@pytest.mark.parametrize("ctx", [1, 63, 4097])
-@pytest.mark.parametrize("B", [1, 3, 17])
-def test_verify_gluon_ring_launch(B, ctx, P, nq, G, dtype):
-    """engine="gluon" with the ring split as a Gluon launch (kernels/verify_ring_gluon.py; the rule's choice at
-    batch 1, forced here at every batch) and as the Triton ring launch: both against the reference, with stale ring
-    rows past the window poisoned (never loaded) and the page scores the same bits (the ring has none)."""
-    tri, ref = _kernels("verify_attention")
-    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + G)
-    nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, G * HKV, D, generator=gen).to("cuda", dtype)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k.to(dtype), bt.hot_v.to(dtype), bt.hot_slot, SM)
-    sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    want = ref(*args, scores=sc_ref)
-    scores = []
-    for gluon_ring in (True, False):
-        sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-        out = torch.full_like(q, float("nan"))
-        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=False, gluon_ring=gluon_ring)
-        _close(out, want)
-        for b, s0 in enumerate((q_start // P).tolist()):
-            _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
-        scores.append(sc.nan_to_num(-7.0))
-    assert torch.equal(scores[0], scores[1])
-
-
-@pytest.mark.parametrize("order", ["early", "serial", "last"])
-@pytest.mark.parametrize("lens", [[40000, 20001], [9000] * 5 + [300, 64 * 70 + 3]])
-def test_verify_gluon_ring_order(lens, order, monkeypatch):
-    """engine="gluon" with the ring launch before the page launch (released at once or at its end) or after it
-    (verify_attention.RING_ORDER): every order against the reference, with both partitions, and the page scores (per
-    page, not per program) the same bits whatever the order and partition."""
-    from sgl_spec.kernels import verify_attention as va
-
-    tri, ref = _kernels("verify_attention")
-    monkeypatch.setattr(va, "RING_ORDER", order)
-    gen = torch.Generator().manual_seed(sum(lens))
-    P, nq = 64, 5
-    bt = Batch(lens, P, gen)
-    q = torch.randn(len(lens), nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
-    want = ref(*args, scores=torch.full((len(lens), HKV, bt.maxp), float("nan"), device="cuda"))
-    scores = []
-    for invariant in (True, False, False):
-        sc = torch.full((len(lens), HKV, bt.maxp), float("nan"), device="cuda")
-        out = torch.full_like(q, float("nan"))
-        # gluon_ring=False: RING_ORDER places the Triton ring launch (batch-following launches default to the Gluon one)
-        tri(*args, scores=sc, out=out, engine="gluon", batch_invariant=invariant, gluon_ring=False)
-        _close(out, want)
-        scores.append(sc.nan_to_num(-7.0))
-    assert all(torch.equal(scores[0], x) for x in scores[1:])
-
-
-@pytest.mark.parametrize("P", [64, 128])
-@pytest.mark.parametrize("ctx", [63, 4097])
-@pytest.mark.parametrize("B", [1, 3, 17])
-@pytest.mark.parametrize("nq", [9, 13, 16])
-def test_verify_long_window(B, ctx, P, nq):
-    """G = 2 (16 query heads over the 8 KV heads) with γ >= 8: the server's partition puts the window's NQ*2 rows in
-    one 32-row tile (block_rows), the batch-invariant one in row blocks of 16; both against the reference."""
-    tri, ref = _kernels("verify_attention")
-    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 1)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
-    sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-    want = ref(*args, scores=sc_ref)
-    for invariant in (False, True):
-        for eng in ("triton", "gluon"):
-            sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
-            out = torch.full_like(q, float("nan"))
-            tri(*args, scores=sc, out=out, batch_invariant=invariant, engine=eng)
-            _close(out, want)
-            for b, s0 in enumerate((q_start // P).tolist()):
-                _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("P", [64, 128])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_kernels_gpu import HKV, HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import HKV, HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
