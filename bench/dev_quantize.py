@@ -29,7 +29,7 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).parent))
 import quant_criterion as qc  # noqa: E402
-from dev_timing import copy_gbps  # noqa: E402
+from dev_timing import capture_graph, copy_gbps  # noqa: E402
 import quantize_pages_v0  # noqa: E402
 from kernel_cases import HKV, D, DTYPE, bytes_quantize  # noqa: E402
 from sgl_spec.kernels import quantize_pages as qp  # noqa: E402
@@ -67,18 +67,7 @@ def _two_hop_kernel(row_ptr, src_ptr, dst_ptr):
 
 
 def graph_time(fn):
-    fn()  # compile outside the capture
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return triton.testing.do_bench(g.replay, warmup=20, rep=80, return_mode="median")
+    return triton.testing.do_bench(capture_graph(fn).replay, warmup=20, rep=80, return_mode="median")
 
 
 # ---- correctness ---------------------------------------------------------------------------------------------------

@@ -32,21 +32,25 @@ def _bench(fn):
     return bench_ms(fn, _TIMING["flush"], warmup_ms=20, rep_ms=80)
 
 
+def capture_graph(fn):
+    """A CUDA graph of one call of ``fn``: called once to compile (outside the capture), once on a side stream (warm
+    allocations), then captured."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        fn()
+    torch.cuda.synchronize()
+    return g
+
+
 def timer(fn, graph=True):
-    if graph:
-        fn()  # compile outside the capture
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            fn()
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            fn()
-        torch.cuda.synchronize()
-        return _bench(g.replay)
-    return _bench(fn)
+    return _bench(capture_graph(fn).replay if graph else fn)
 
 
 def copy_gbps():

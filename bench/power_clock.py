@@ -63,23 +63,6 @@ def summarize(samples: list[dict], t0: float, t1: float) -> dict:
                 reasons=sorted({s["reasons"] for s in w}))
 
 
-def _graph(fn):
-    import torch
-
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
-
-
 def _replay(g, seconds: float):
     """Back-to-back replays for ``seconds`` (50 a host sync) -> (wall t0, wall t1, µs a replay by CUDA events)."""
     import torch
@@ -157,6 +140,7 @@ def main():
         ap.error(f"unknown --kernels {sorted(bad)}; choose from {list(KERNELS)}")
     import torch
     import triton
+    from dev_timing import capture_graph
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -171,7 +155,7 @@ def main():
             if isinstance(fn, str):
                 print(f"{k}: skipped ({fn})", flush=True)
                 continue
-            g = _graph(fn)
+            g = capture_graph(fn)
             time.sleep(1.0)  # the clock recovers between kernels
             t0, t1, us = _replay(g, a.seconds)
             rows.append(dict(kernel=k, ctx=a.ctx, batch=a.batch, page=a.page, us=us, t0=t0, t1=t1))
