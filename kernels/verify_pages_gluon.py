@@ -83,9 +83,7 @@ def _verify_pages_kernel(
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
     SUB: gl.constexpr = 1, BR: gl.constexpr = False,
 ):
-    if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
-        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)
+    _pdl_start(PDL, FIRST)
     # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
     gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
     s, h, b, q_start, j0, j1, n_req = _split(qs_ptr, NQ, C, NS, SUB)
@@ -111,7 +109,21 @@ def _verify_pages_kernel(
                    pt_ptr + b * s_pb, s_pj, 0, 0, 0, 0, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
                    acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb,
                    n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, False)
-    if PDL and not FIRST:  # the ring launch before this one let it start early: end after it (merge)
+    _pdl_end(PDL, FIRST)
+
+
+@gluon.jit
+def _pdl_start(PDL: gl.constexpr, FIRST: gl.constexpr):
+    """Launched before the ring launch (FIRST): wait for the stream, then let the ring launch start."""
+    if PDL and FIRST:
+        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _pdl_end(PDL: gl.constexpr, FIRST: gl.constexpr):
+    """Launched after the ring launch, which let it start early: end after it (the merge waits for this launch)."""
+    if PDL and not FIRST:
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
 

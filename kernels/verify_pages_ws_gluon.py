@@ -28,7 +28,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from sgl_spec.kernels.verify_gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
-from sgl_spec.kernels.verify_pages_gluon import FLAT, PSM, VSM, _page_loop, _q_tiles, _split
+from sgl_spec.kernels.verify_pages_gluon import FLAT, PSM, VSM, _page_loop, _pdl_end, _pdl_start, _q_tiles, _split
 from sgl_spec.kernels.verify_rows_gluon import _row_pages
 
 # TMA destinations: key planes and scales unswizzled (= FLAT, as the loads read them), value planes in the NVMMA
@@ -61,9 +61,7 @@ def _verify_pages_ws_kernel(
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
     SUB: gl.constexpr = 1, BR: gl.constexpr = False,
 ):
-    if PDL and FIRST:  # launched before the ring launch: wait for the stream, then let the ring launch start
-        gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
-                                  dtype=gl.int32, is_pure=False, pack=1)
+    _pdl_start(PDL, FIRST)
     gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
     s, h, b, q_start, j0, j1, n_req = _split(qs_ptr, NQ, C, NS, SUB)
     if j0 < n_req:
@@ -111,9 +109,7 @@ def _verify_pages_ws_kernel(
                         kfull, kempty, vfull, vempty, pt_ptr + b * s_pb, s_pj, rk_p, rk_h, rs_p, rs_h, rv_p, rv_h, h,
                         j0, j1, SUB)),
         ], [1], [COPY_WARP_REGS])
-    if PDL and not FIRST:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
+    _pdl_end(PDL, FIRST)
 
 
 @gluon.jit
