@@ -151,8 +151,15 @@ GLUON_FUSED_HOT = True
 # 221.3 -> 214.1, 8k x 8 43.5 -> 44.0; 64k x 4 (32 pairs, not taken) 116.4 -> 114.4 forced. A stream-only variant of
 # the ring (no attention math) ends within 1-3% of the real kernel at batch 8 (64k x 8 P = 64 213.2 us, 92% of copy):
 # the page phase is bound by the memory system, not the math
-GLUON_STREAM_PAGE_SIZES = (128,)
-GLUON_STREAM_MIN_PAIRS = 64
+GLUON_STREAM_PAGE_SIZES = (64, 128)
+# ... at P = 128 from this many pairs whatever the split; at P = 64 only where a split is long enough (below). H200
+# (700 W: the launch is power-capped, bench/NOTES_kernels.md session 37), Llama-3-8B, same runs, registers -> ring,
+# means of two interleaved timings (bench/results/s38/ring64): dense P = 64 32k x 8 97.8 -> 92.9 us, 64k x 8 174.5 ->
+# 164.1, 128k x 8 323.4 -> 305.7, 256k x 8 636.7 -> 599.4, 16k x 32 174.2 -> 165.7, 64k x 32 645.3 -> 604.7, 256k x 1
+# 92.0 -> 88.8, 128k x 4 167.6 -> 159.3; but 8k x 8 (6 sub-pages a split) 36.8 -> 37.4 and 7% drafts with short
+# lists slower (64k x 32: 15 sub-pages a split, 63.2 -> 69.5; 128k x 8: 7, 39.5 -> 40.8; only 256k x 8, 13, faster:
+# 62.5 -> 60.8), so P = 64 takes the split rule alone
+GLUON_STREAM_MIN_PAIRS = {128: 64}
 # ... and below 64 pairs where a split holds at least this many 64-token sub-pages with the ring's split count: one
 # past GLUON_FUSED_HOT_PAGES[128], so the ring never runs beside the fused hot programs (186 registers, 11 programs
 # an SM, fewer than the split count assumes). H100, P = 128, same runs, registers -> ring (bench/results/s35/
@@ -174,7 +181,7 @@ def gluon_stream_stages(page_size: int, batch: int, num_kv_heads: int, sub_pages
     """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers) for a launch of
     ``batch`` x ``num_kv_heads`` pairs over lists of ``sub_pages`` 64-token sub-pages: ``stages`` where given, else
     GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster: from GLUON_STREAM_MIN_PAIRS
-    pairs, or from GLUON_STREAM_MIN_SPLIT_PAGES sub-pages a split, with the split count of the ring's programs an SM
+    pairs (P = 128), or from GLUON_STREAM_MIN_SPLIT_PAGES sub-pages a split, with the split count of the ring's programs an SM
     (``num_splits`` / ``programs_per_sm`` where the caller fixes them, as draft_decode's keywords)."""
     if stages is not None:
         if int(stages) not in (0, 2, 3, 4):
@@ -182,7 +189,7 @@ def gluon_stream_stages(page_size: int, batch: int, num_kv_heads: int, sub_pages
         return int(stages)
     if page_size not in GLUON_STREAM_PAGE_SIZES:
         return 0
-    if batch * num_kv_heads >= GLUON_STREAM_MIN_PAIRS:
+    if batch * num_kv_heads >= GLUON_STREAM_MIN_PAIRS.get(page_size, 1 << 30):
         return GLUON_STREAM_STAGES
     ns = int(num_splits) if num_splits is not None else num_splits_for(
         batch, num_kv_heads, sub_pages, sm_count, int(programs_per_sm or gluon_programs_per_sm(GLUON_STREAM_STAGES)),

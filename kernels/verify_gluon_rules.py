@@ -110,10 +110,12 @@ def value_branches(group: int, n1: int, n2: int, has_scores: bool) -> bool:
 
 # The copy-warp form (kernels/verify_pages_ws_gluon.py): TMA copies from a warp of their own instead of per-thread
 # cp.async. H200, same runs (bench/results/s37/ws/): faster in every cell timed (nq 5 at batch 1 10-11%, nq 5 and 8
-# at batch 8 0.4-11%); checked against the reference by bench/dev_kernels.py --check-variants. Off until the GPU test
-# suites (tests/gpu/test_verify_gpu.py with it on, tests/gpu/test_verify_copy_warp_gpu.py) and the server
-# tests have run it.
-COPY_WARP = False
+# at batch 8 0.4-11%); session 38 (H200, bench/results/s38/pps: nq 5 with scores, copy warp / cp.async, µs): 64k x 1
+# 49.3 / 55.5, 128k x 1 83.1 / 94.1, 64k x 8 282.4 / 324.6, 128k x 8 578.0 / 649.6; issue 2's grid with it against
+# same-run FA3: 1.57-1.78x (s38/grid/verify_nq5). On since session 38, after the GPU suites ran with it on
+# (s38/tests: tests/gpu/test_verify_copy_warp_gpu.py, and test_verify_gpu.py but its G = 2 long windows: 168
+# passed). Not timed on an H100.
+COPY_WARP = True
 COPY_WARP_GROUPS = (4,)  # G measured: Llama-3-8B; at G = 2 (pycode-30m, nq 13: one 32-column tile) the compute warps'
 # 232 registers spill (sm_90 SASS: 152 bytes of stack, 44 spill loads and stores in the loop): not measured
 

@@ -65,24 +65,37 @@ def _ring_for(batch, hkv, ctx, page):
     # where a split holds 17+ sub-pages (256k x 1: 113.8 -> 107.6 us), registers where it holds fewer (128k x 1)
     (1, 262144, 128, 2), (2, 131072, 128, 2), (4, 131072, 128, 2), (4, 65536, 128, 2),
     (1, 131072, 128, 0), (1, 65536, 128, 0), (2, 65536, 128, 0),
-    (1, 262144, 64, 0), (4, 131072, 64, 0),  # P = 64: never the ring (equal at batch 8, slower at batch 1)
     (8, 8192, 128, 2), (8, 65536, 128, 2),  # 64 pairs: the ring whatever the split (session 34's rule)
+    # P = 64 (session 38, H200, bench/results/s38/draft_rules): the split rule alone, at any batch: the ring where a
+    # split holds 17+ sub-pages (256k x 1: 92.0 -> 88.8 us, 64k x 8: 174.5 -> 164.1), registers where fewer (8k x 8)
+    (1, 262144, 64, 2), (4, 131072, 64, 2), (8, 32768, 64, 2), (8, 65536, 64, 2), (32, 65536, 64, 2),
+    (1, 131072, 64, 0), (1, 65536, 64, 0), (8, 8192, 64, 0),
 ])
 def test_ring_rule(batch, ctx, page, want):
     assert _ring_for(batch, 8, ctx, page)[0] == want
 
 
+@pytest.mark.parametrize("page", [64, 128])
 @pytest.mark.parametrize("batch", [1, 2, 4, 7])
 @pytest.mark.parametrize("ctx", [4096, 16384, 65536, 131072, 262144, 1 << 20])
-def test_ring_never_beside_fused_hot_programs(batch, ctx):
+def test_ring_never_beside_fused_hot_programs(batch, ctx, page):
     """Below GLUON_HOT_MIN_PAIRS pairs the hot-token programs join the page launch for splits in
     GLUON_FUSED_HOT_PAGES; with them the ring form takes 186 registers (11 programs an SM, not the 12 its split count
     assumes), so the rule takes the ring there only past that range."""
     from sgl_spec.kernels.draft_launch import GLUON_FUSED_HOT_PAGES, GLUON_HOT_MIN_PAIRS
 
-    ring, per = _ring_for(batch, 8, ctx, 128)
+    ring, per = _ring_for(batch, 8, ctx, page)
     if ring and batch * 8 < GLUON_HOT_MIN_PAIRS:
-        assert per > GLUON_FUSED_HOT_PAGES[128][1]
+        assert per > GLUON_FUSED_HOT_PAGES[page][1]
+
+
+def test_ring_rule_short_lists():
+    """7% drafts (select_topk_pages lists) at 64+ pairs: the ring at P = 128 (the pair rule), registers at P = 64 where
+    a split holds fewer than 17 sub-pages (H200: 64k x 32's 72-page lists 63.2 us in registers, 69.5 in the ring)."""
+    from sgl_spec.kernels.draft_launch import gluon_stream_stages
+
+    assert gluon_stream_stages(64, 32, 8, 72, SMS) == 0 and gluon_stream_stages(64, 8, 8, 144, SMS) == 0
+    assert gluon_stream_stages(128, 32, 8, 72, SMS) == 2
 
 
 def test_ring_rule_explicit_stages():
