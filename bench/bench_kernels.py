@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import os
-import statistics
 import sys
 import time
-from itertools import cycle
 from pathlib import Path
 
 import torch
@@ -46,9 +43,9 @@ from kernel_cases import (HKV, HQ, D, DTYPE, RING, SM_SCALE, bf16_pages, bytes_b
                           bytes_quantize, bytes_select, bytes_verify, draft_args, n_pages, page_bytes, quant_pages,
                           sparse_count, verify_q_start)
 from kernel_guard import GuardError, guard_attention, guard_baselines, guard_quantize, guard_select
+from kernel_loading import OPS, load_kernels
+from kernel_timing import copy_gbps, make_timer, rotate
 
-OPS = {"quantize": "quantize_pages", "draft_dense": "draft_decode", "draft_sparse": "draft_decode",
-       "verify": "verify_attention", "select": "select_topk_pages"}
 T0 = time.time()  # process start: --time-budget-s counts from here (imports, JIT probes and guards included)
 QUANT_CTX = 32768  # the issue's criterion compares with a BF16 decode step at 32k
 
@@ -104,125 +101,6 @@ def parse_args(argv=None):
 
 
 # ---- setup ---------------------------------------------------------------------------------------------------------
-def load_kernels(a, log):
-    """(impls, refs) for the requested ops; a missing module is reported and its kernels dropped."""
-    impls, refs = {}, {}
-    if a.device == "cuda" and a.impl == "ops" and os.environ.get("SGL_SPEC_FORCE_REF", "0") == "1":
-        sys.exit("SGL_SPEC_FORCE_REF=1 would time the pure-torch references: unset it")
-    if a.device == "cpu" and a.impl == "triton":
-        if os.environ.get("TRITON_INTERPRET") != "1":
-            sys.exit("--impl triton on CPU needs TRITON_INTERPRET=1 in the environment")
-        _patch_interpreter_scalar_index()
-    import sgl_spec.ops as ops
-
-    for op in sorted({OPS[k] for k in a.kernels}):
-        try:
-            refs[op] = getattr(importlib.import_module(f"sgl_spec.kernels.{op}_ref"), op)
-        except (ImportError, AttributeError) as e:
-            log(f"[kernels] {op}: MISSING reference sgl_spec.kernels.{op}_ref ({e}): its kernels are skipped")
-            continue
-        try:
-            triton_fn = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)
-        except (ImportError, AttributeError) as e:
-            triton_fn = None
-            log(f"[kernels] {op}: MISSING Triton module sgl_spec.kernels.{op} ({type(e).__name__}: {e})")
-        if a.impl == "ref":
-            impls[op] = refs[op]
-        elif a.impl == "triton" or a.device == "cuda":
-            if triton_fn is None:
-                log(f"[kernels] {op}: skipped (no Triton kernel to time)")
-                continue
-            impls[op] = triton_fn if a.impl == "triton" else getattr(ops, op)
-        else:
-            impls[op] = getattr(ops, op)  # CPU: ops dispatches to the reference
-    return impls, refs
-
-
-def _patch_interpreter_scalar_index():
-    """Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(array), which numpy >= 2.4 rejects
-    (``range(lo, hi)`` over loaded values); take the single element instead (CPU interpreter smoke only, as
-    tests/interp/test_draft_decode.py does)."""
-    import triton.runtime.interpreter as interp
-
-    orig = interp._patch_lang_tensor
-
-    def patched(tensor, scope):
-        orig(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
-
-    interp._patch_lang_tensor = patched
-
-
-def make_timer(a):
-    if a.device == "cuda":
-        from l2_timer import L2Flush, bench_ms
-
-        flush = L2Flush(a.l2_flush)
-
-        def eager(fn):
-            return bench_ms(fn, flush, a.warmup_ms, a.rep_ms)
-
-        if a.eager:
-            return eager
-
-        def graphed(fn):
-            """Median time of CUDA-graph replays of ``fn`` (as SGLang runs decode): host launch overhead (Python
-            argument checks, several launches) stays out of the number for every kernel and baseline alike. ``fn``
-            may rotate between input copies: one graph is captured per call, the replays rotate the same way."""
-            try:
-                for _ in range(2):
-                    fn()  # JIT compile / workspace allocation outside the capture
-                torch.cuda.synchronize()
-                graphs = []
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(2):
-                        g = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(g, stream=s):
-                            fn()
-                        graphs.append(g)
-                torch.cuda.current_stream().wait_stream(s)
-                torch.cuda.synchronize()
-            except Exception as e:  # not capturable: time it eagerly and say so
-                print(f"[timer] CUDA graph capture failed ({type(e).__name__}: {str(e)[:120]}): eager timing")
-                torch.cuda.synchronize()
-                return eager(fn)
-            return eager(rotate([g.replay for g in graphs]))
-
-        return graphed
-
-    def cpu_timer(fn, reps=2):  # smoke only: wall clock, median of a few calls
-        fn()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
-
-    return cpu_timer
-
-
-def rotate(fns):
-    """One callable that runs the given ones in turn (inputs alternate between disjoint copies)."""
-    it = cycle(fns)
-    return lambda: next(it)()
-
-
-def copy_gbps(a, timer):
-    n = (1 << 30) if a.device == "cuda" else (64 << 20)
-    src = torch.empty(n, dtype=torch.uint8, device=a.device).random_(0, 256)
-    dst = torch.empty_like(src)
-    if a.device == "cuda":  # one large kernel: timed eagerly (a graph replay of this copy measured ~20% slower)
-        import triton.testing
-
-        ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=a.warmup_ms, rep=a.rep_ms, return_mode="median")
-    else:
-        ms = timer(lambda: dst.copy_(src))
-    return 2 * n / ms / 1e6
-
-
 def memory_limit(a):
     if a.device == "cuda":
         return torch.cuda.get_device_properties(0).total_memory

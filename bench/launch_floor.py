@@ -81,7 +81,7 @@ def main(argv=None):
     a = parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("launch_floor.py times GPU launches: it needs a CUDA device")
-    from bench_kernels import make_timer
+    from kernel_timing import make_timer
 
     timer = make_timer(SimpleNamespace(device="cuda", l2_flush="read", eager=False, warmup_ms=25, rep_ms=100))
     buf = torch.zeros(4096, dtype=torch.float32, device="cuda")

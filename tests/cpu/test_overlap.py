@@ -10,7 +10,7 @@ import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-from test_worker import MAX_CTX, Batch, FakeTargetWorker, ToyLM, make_sampling_info, make_worker, reference_greedy
+from toy_worker import MAX_CTX, Batch, FakeTargetWorker, ToyLM, make_sampling_info, make_worker, reference_greedy
 
 
 def _restore(batch, snapshot):
