@@ -86,8 +86,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     (kernels/draft_hot_gluon.py; it then waits for the stream at its start and there is no hot-token launch) or
     not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits). ``stages`` (gluon): 0 = each page program
     prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
-    (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs, or from 17
-    sub-pages a split)."""
+    (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs; P = 64 and
+    128 from 17 sub-pages a split)."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")

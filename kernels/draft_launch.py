@@ -140,7 +140,7 @@ GLUON_STRIDED = True  # split s takes pages s, s + NS, ...: its first page id sk
 # 38.2 -> 38.3-38.6, 128k 63.2 -> 64.7, 256k 113.3 -> 116.7. With 1-page splits the page programs end before a fused
 # hot-token program (64 ring tokens on one warp) does: 7% at 64k equal (14.9), at 8k 11.8 -> 12.0
 GLUON_FUSED_HOT = True
-# engine="gluon", P in GLUON_STREAM_PAGE_SIZES and at least GLUON_STREAM_MIN_PAIRS (request, KV head) pairs a launch:
+# engine="gluon", P in GLUON_STREAM_PAGE_SIZES and at least GLUON_STREAM_MIN_PAIRS[P] (request, KV head) pairs a launch:
 # the page programs stream their pages through a cp.async ring of GLUON_STREAM_STAGES slots in shared memory
 # (kernels/draft_stream_gluon.py; 168 registers, 8960 B a slot) instead of one page prefetched in registers, as many
 # programs an SM as its shared memory holds (gluon_programs_per_sm: 12 at 2 slots). H100, Llama-3-8B, same runs,
@@ -181,8 +181,9 @@ def gluon_stream_stages(page_size: int, batch: int, num_kv_heads: int, sub_pages
     """Slots of the Gluon page programs' shared-memory ring (0: one page prefetched in registers) for a launch of
     ``batch`` x ``num_kv_heads`` pairs over lists of ``sub_pages`` 64-token sub-pages: ``stages`` where given, else
     GLUON_STREAM_STAGES for the page sizes and launch sizes where it was measured faster: from GLUON_STREAM_MIN_PAIRS
-    pairs (P = 128), or from GLUON_STREAM_MIN_SPLIT_PAGES sub-pages a split, with the split count of the ring's programs an SM
-    (``num_splits`` / ``programs_per_sm`` where the caller fixes them, as draft_decode's keywords)."""
+    pairs (at the page sizes it names: P = 128), or from GLUON_STREAM_MIN_SPLIT_PAGES sub-pages a split, with the
+    split count of the ring's programs an SM (``num_splits`` / ``programs_per_sm`` where the caller fixes them, as
+    draft_decode's keywords)."""
     if stages is not None:
         if int(stages) not in (0, 2, 3, 4):
             raise ValueError(f"draft_decode: stages must be 0 (registers) or 2-4 ring slots, got {stages}")

@@ -25,9 +25,9 @@ reduction:
   1/16 at the end) ``+ Σ p z``, with Σp' summed over the same fp16 p' the MMA used;
 * online softmax in fp32, base 2, over the page's 64 tokens per head.
 
-``STAGES`` > 0 (draft_launch.gluon_stream_stages: P = 128 from 64 pairs a launch or 17 sub-pages a split): the pages
-stream through a cp.async ring of that many slots in shared memory instead (kernels/draft_stream_gluon.py), the same
-words landing in the same registers, with two warp barriers a page.
+``STAGES`` > 0 (draft_launch.gluon_stream_stages: P = 128 from 64 pairs a launch, either P from 17 sub-pages a
+split): the pages stream through a cp.async ring of that many slots in shared memory instead
+(kernels/draft_stream_gluon.py), the same words landing in the same registers, with two warp barriers a page.
 
 A program is one warp and one split of one (request, KV head); it writes the same partial (m, l, unnormalized acc) as
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
