@@ -190,7 +190,7 @@ def gluon_stream_stages(page_size: int, batch: int, num_kv_heads: int, sub_pages
         return int(stages)
     if page_size not in GLUON_STREAM_PAGE_SIZES:
         return 0
-    if batch * num_kv_heads >= GLUON_STREAM_MIN_PAIRS.get(page_size, 1 << 30):
+    if page_size in GLUON_STREAM_MIN_PAIRS and batch * num_kv_heads >= GLUON_STREAM_MIN_PAIRS[page_size]:
         return GLUON_STREAM_STAGES
     ns = int(num_splits) if num_splits is not None else num_splits_for(
         batch, num_kv_heads, sub_pages, sm_count, int(programs_per_sm or gluon_programs_per_sm(GLUON_STREAM_STAGES)),

@@ -1,8 +1,9 @@
-"""Gluon verify page programs with a copy warp (dev form ``ws`` of session 37; the Gluon verify's form for G = 4
-since session 38: ``verify_gluon_rules.COPY_WARP``, ``COPY_WARP_GROUPS``). The page loop of kernels/verify_pages_gluon.py, unchanged in its math, with the
-per-thread ``cp.async`` copies replaced by TMA copies that one extra warp issues (``gl.warp_specialize``): each group's
-key planes, key scale/zero pairs and value scales/zeros, then its value planes, into the same single buffers a phase
-ahead, handed over by mbarriers (full: the bytes landed; empty: the four compute warps are done reading).
+"""Gluon verify page programs with a copy warp (dev form ``ws`` of session 37; the Gluon verify's form for G = 4 since
+session 38: ``verify_gluon_rules.COPY_WARP``, ``COPY_WARP_GROUPS``). The page loop of kernels/verify_pages_gluon.py,
+unchanged in its math, with the per-thread ``cp.async`` copies replaced by TMA copies that one extra warp issues
+(``gl.warp_specialize``): each group's key planes, key scale/zero pairs and value scales/zeros, then its value
+planes, into the same single buffers a phase ahead, handed over by mbarriers (full: the bytes landed; empty: the four
+compute warps are done reading).
 
 Why (bench/NOTES_kernels.md, session 37): on an H200 the verify is bound by its instruction stream at the 700 W power
 limit; the per-thread copies and their address math are 311 of the page loop's 2198 sm_90 instructions a group and

@@ -17,7 +17,7 @@ from sgl_spec import costmodel as cm
 from sgl_spec.autooff import DECODE, SPEC, VERIFY, AutoOff
 from test_costmodel import LLAMA8B, PYCODE, _hand_model
 from toy_worker import (MAX_CTX, PROMPTS, FakeTargetWorker, ToyLM, _exact_marginals, make_sampling_info,
-                         make_worker, reference_greedy, run_scheduler)
+                        make_worker, reference_greedy, run_scheduler)
 
 
 class Scripted:
