@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dev_timing import _TIMING, alias_pages, copy_gbps, time_variant, timer  # noqa: E402
 from dev_verify import bench_verify, check_verify  # noqa: E402
 from kernel_cases import (HKV, HQ, D, DTYPE, SM_SCALE, bytes_draft, bytes_quantize, draft_args,  # noqa: E402
-                          quant_pages)
+                          quant_pages, relayout_scales)
 from l2_timer import FLUSH_MODES, L2Flush  # noqa: E402
 
 
@@ -91,6 +91,8 @@ def draft_kwargs(var, B, maxp, P):
         kw["merge_blocks"] = int(var["md"])
     if "as" in var:  # Gluon page programs: pages through a shared-memory ring of this many slots (0: registers)
         kw["stages"] = int(var["as"])
+    if "tma" in var:  # Gluon ring: its pages copied by TMA (1) or cp.async (0)
+        kw["stream_tma"] = bool(int(var["tma"]))
     if "gl" in var:  # page programs in Gluon (kernels/draft_pages_gluon.py)
         kw["engine"] = "gluon" if int(var["gl"]) else "triton"
     return kw
@@ -99,7 +101,7 @@ def draft_kwargs(var, B, maxp, P):
 # launcher keywords that change the compiled kernels or the split rule (the GPU check covers each combination)
 KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge_chunk", "num_warps", "num_stages",
              "programs_per_sm", "key_frag", "hot_block", "hot_native", "engine", "merge_blocks", "split_stride",
-             "fused_hot", "stages")
+             "fused_hot", "stages", "stream_tma")
 
 
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
@@ -123,7 +125,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
         parts = []
         for var in variants:
             kw = draft_kwargs(var, B, ids.shape[1], P)
-            fn = lambda kw=kw: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
+            st = relayout_scales(qb.store, var.get("sl", "split"))  # sl=packed|alias: the scales' layout
+            fn = lambda kw=kw, st=st: draft_decode(q, st, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl,  # noqa
                                             SM_SCALE, out=out, **kw)
             ms = time_variant(fn, var or "default", parts, log)
             if ms is None:
@@ -213,7 +216,9 @@ def main():
     ap.add_argument("--draft", default="65536:1:64,131072:1:64,262144:1:64,65536:8:64,262144:8:64,131072:1:128")
     ap.add_argument("--variants", default="",
                     help="draft variants ';'-separated, 'k=v,k=v' each: ns=N|Nx nw st nr (0: no cap) pf=0|1 "
-                         "fs=0|1 (flat key scales) mps=N (min pages a split) mc=N (merge chunk) pps=N (programs/SM, splits)")
+                         "fs=0|1 (flat key scales) mps=N (min pages a split) mc=N (merge chunk) pps=N (programs/SM, "
+                         "splits) gl=0|1 (Gluon page programs) as=N (their ring's slots) tma=0|1 (its copies by TMA) "
+                         "sl=split|packed|alias (the scales' layout, kernel_cases.relayout_scales)")
     ap.add_argument("--draft-sparse", default="",
                     help="ctx:B:P list timed with select_topk_pages-sized lists (--ratio, min 1 page, 1 sink)")
     ap.add_argument("--ratio", type=float, default=0.07)
@@ -225,7 +230,8 @@ def main():
     ap.add_argument("--verify", default="32768:1:64,131072:1:64,65536:8:64")
     ap.add_argument("--verify-variants", default=",off,nw=8,nw=8/off,pp=2/nw=8,pp=2/nw=8/off",
                     help="comma list: '' new kernel, off = scores off, v0 = previous kernel, bf = batch-following "
-                         "splits, nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2/kf=0|1/bm=16|32|64 overrides")
+                         "splits, nr=N/pps=K/pp=1|2/nw=4|8/qa=0|1|2/kf=0|1/bm=16|32|64 overrides, sl=packed|alias "
+                         "(the scales' layout)")
     ap.add_argument("--check-variants", default=",nw=8,pp=2/nw=8",
                     help="verify variants (comma list, pp=/nw=/qa= parts used) that the correctness check runs")
     ap.add_argument("--heads", default="",

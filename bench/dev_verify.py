@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import kernel_cases as kc  # noqa: E402  (kc.HQ / kc.HKV read at call time: --heads changes them)
 from dev_timing import _TIMING, alias_pages, time_variant  # noqa: E402
-from kernel_cases import D, DTYPE, SM_SCALE, bytes_verify, quant_pages, verify_q_start  # noqa: E402
+from kernel_cases import D, DTYPE, SM_SCALE, bytes_verify, quant_pages, relayout_scales, verify_q_start  # noqa: E402
 
 
 def verify_variant(var):
@@ -136,9 +136,11 @@ def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
         qs = verify_q_start(qb, nq)
         parts = []
         for var in variants:
-            impl, with_scores, kw = verify_variant(var)
-            fn = lambda impl=impl, s=(sc if with_scores else None), kw=kw: impl(  # noqa: E731
-                q, qb.store, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE, scores=s, out=out, **kw)
+            sl = [p_[3:] for p_ in var.split("/") if p_.startswith("sl=")]  # the scales' layout (relayout_scales)
+            st = relayout_scales(qb.store, sl[0] if sl else "split")
+            impl, with_scores, kw = verify_variant("/".join(p_ for p_ in var.split("/") if not p_.startswith("sl=")))
+            fn = lambda impl=impl, s=(sc if with_scores else None), kw=kw, st=st: impl(  # noqa: E731
+                q, st, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, SM_SCALE, scores=s, out=out, **kw)
             ms = time_variant(fn, var or "new", parts, log, "verify variant")
             if ms is None:
                 continue

@@ -140,9 +140,11 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0):
+def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
-    hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written)."""
+    hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written);
+    tma=1: the ring's pages copied by TMA (kernels/draft_stream_gluon.py)."""
+    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import draft_pages_gluon as dg
@@ -156,13 +158,20 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0):
 
     hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
-                 WRITE_NEW=bool(hot), STAGES=stages)
+                 WRITE_NEW=bool(hot), STAGES=stages, TMA=bool(tma))
+    if tma:
+        w, f = (repr(gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=b, rank=2)) for b in (32, 16))
+        types.update(kud=f"tensordesc<i32[64, 16],{w}>", vud=f"tensordesc<i32[64, 16],{w}>",
+                     ksd=f"tensordesc<i32[1, 64],{w}>", kzd=f"tensordesc<i32[1, 64],{w}>",
+                     vsd=f"tensordesc<fp16[1, 64],{f}>", vzd=f"tensordesc<fp16[1, 64],{f}>", rk_p="i32", rk_h="i32",
+                     rs_p="i32", rs_h="i32", rv_p="i32", rv_h="i32")
     cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1,
                       source=GluonASTSource)
-    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} hot={int(bool(hot))} (one warp a "
-               f"page)")
+    report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} hot={int(bool(hot))} stages={stages} "
+               f"tma={int(bool(tma))} (one warp a page)")
     text = sass(cc)
-    print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')}")
+    print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')} utmaldg={text.count('UTMALDG')} "
+          f"ldgsts={text.count('LDGSTS')}")
 
 
 def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None, cw=0):
@@ -242,9 +251,10 @@ if __name__ == "__main__":
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)
     elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1] [as=0|2|3]
+        # [tma=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,
-                     int(kv.get("hot", 0)), int(kv.get("as", 0)))
+                     int(kv.get("hot", 0)), int(kv.get("as", 0)), int(kv.get("tma", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):

@@ -69,7 +69,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
                  new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None,
-                 split_stride=None, fused_hot=None, stages=None):
+                 split_stride=None, fused_hot=None, stages=None, stream_tma=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
@@ -87,7 +87,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits). ``stages`` (gluon): 0 = each page program
     prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
     (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs; P = 64 and
-    128 from 17 sub-pages a split)."""
+    128 from 17 sub-pages a split). ``stream_tma`` (gluon, with the ring): its pages copied by TMA (True) or by
+    every lane's cp.async (False); None: draft_launch.GLUON_STREAM_TMA."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -217,7 +218,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
             float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
             STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), STAGES=ring,
-            num_warps=1,
+            num_warps=1, **_ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store),
             **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
     _draft_decode_merge_kernel[(B * Hq, mb)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
@@ -225,6 +226,18 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
         D=D, BLOCK_D=triton.next_power_of_2(D) // mb, num_warps=4, **pdl_kwargs(dev),
     )
     return out
+
+
+def _ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store) -> dict:
+    """The page launch's TMA keywords where its ring takes TMA copies (draft_launch.GLUON_STREAM_TMA, or the dev
+    keyword ``stream_tma``) and the tensors allow them (kernels/draft_stream_gluon.py tma_args); else none."""
+    from sgl_spec.kernels import draft_launch
+
+    if not ring or not (draft_launch.GLUON_STREAM_TMA if stream_tma is None else stream_tma):
+        return {}
+    from sgl_spec.kernels.draft_stream_gluon import tma_args
+
+    return tma_args(ku, vu, ks32, kz32, store.v_scale, store.v_zero) or {}
 
 
 def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,

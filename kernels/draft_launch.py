@@ -168,6 +168,13 @@ GLUON_STREAM_MIN_PAIRS = {128: 64}
 # 70.2, 64k x 1 (6) 37.2 -> 43.5 (without them, fused_hot=False, equal: 62.2, 37.7)
 GLUON_STREAM_MIN_SPLIT_PAGES = 17
 GLUON_STREAM_STAGES = 2
+# the ring's copies by TMA (six a page: key and value words, key scale and zero words, value scales and zeros, counted
+# on a barrier a slot) instead of every lane's cp.async (kernels/draft_stream_gluon.py). H200, Llama-3-8B, same runs,
+# cp.async -> TMA (bench/results/s39/draft_tma): 64k x 8 P = 64 163.3 -> 157.7 us, 128k x 8 306.6 -> 292.2, 256k x 8
+# 605.0 -> 574.6, 128k x 8 P = 128 305.7 -> 290.0, 256k x 1 88.0 -> 83.7, 64k x 32 596.8 -> 576.0; its stream alone
+# (no math) 286 -> 283 µs at 128k x 8. Outputs bit-equal (tests/gpu/test_draft_tma_gpu.py). Where the tensors cannot
+# be addressed as TMA rows (kernels/tma_rows.py) the cp.async ring runs
+GLUON_STREAM_TMA = True
 GLUON_STREAM_SLOT_BYTES = 8960  # one 64-token (sub-)page: key + value words 8192 B, key scale/zero words 512, value 256
 GLUON_SMEM_PER_SM = 232448  # an sm_90 SM's shared memory for blocks (227 KiB), 1 KiB of it reserved a block
 GLUON_STREAM_MAX_PROGRAMS = 12  # 168 registers a thread: 12 one-warp programs an SM

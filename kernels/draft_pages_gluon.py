@@ -27,7 +27,8 @@ reduction:
 
 ``STAGES`` > 0 (draft_launch.gluon_stream_stages: P = 128 from 64 pairs a launch, either P from 17 sub-pages a
 split): the pages stream through a cp.async ring of that many slots in shared memory instead
-(kernels/draft_stream_gluon.py), the same words landing in the same registers, with two warp barriers a page.
+(kernels/draft_stream_gluon.py), the same words landing in the same registers, with two warp barriers a page; the
+copies are TMA (``TMA``: one lane, an mbarrier a slot; draft_launch.GLUON_STREAM_TMA) or every lane's cp.async.
 
 A program is one warp and one split of one (request, KV head); it writes the same partial (m, l, unnormalized acc) as
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
@@ -40,9 +41,11 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
 from sgl_spec.kernels.draft_hot_gluon import _half_pair, _hot_partial
-from sgl_spec.kernels.draft_stream_gluon import _copy_page, _page_words, _read_page, _stream_buffers
+from sgl_spec.kernels.draft_stream_gluon import (_copy_page, _page_words, _read_page, _stream_buffers, _tma_buffers,
+                                                 _tma_page)
 from sgl_spec.kernels.nibble_words import _ASM_KEYS
 
 # values: a token pair (even word $8, odd word $9, the same 4 channels + their D/2 partners) -> 8 fp16 pairs
@@ -193,7 +196,8 @@ def _draft_pages_kernel(
     STRIDED: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
     hk_ptr=None, hv_ptr=None, hvw_ptr=None, s_hs=0, s_hr=0, s_hn=0, s_hh=0, hslot_ptr=None, hstart_ptr=None,
     hlen_ptr=None, nk_ptr=None, nv_ptr=None, s_nb=0, s_nh=0, HS: gl.constexpr = 0, WRITE_NEW: gl.constexpr = False,
-    STAGES: gl.constexpr = 0,
+    STAGES: gl.constexpr = 0, kud=None, vud=None, ksd=None, kzd=None, vsd=None, vzd=None, rk_p=0, rk_h=0, rs_p=0,
+    rs_h=0, rv_p=0, rv_h=0, TMA: gl.constexpr = False,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -218,11 +222,13 @@ def _draft_pages_kernel(
         else:
             _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr,
                            vz_ptr, s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale,
-                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES)
+                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES,
+                           (kud, vud, ksd, kzd, vsd, vzd), (rk_p, rk_h, rs_p, rs_h, rv_p, rv_h), TMA)
     else:
         _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
                        s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
-                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES)
+                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES,
+                       (kud, vud, ksd, kzd, vsd, vzd), (rk_p, rk_h, rs_p, rs_h, rv_p, rv_h), TMA)
         if PDL:  # the hot-token launch before this one let it start early: finish only after it, for the merge
             gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                       pack=1)
@@ -233,7 +239,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
                    s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
                    G: gl.constexpr, NUM_SPLITS: gl.constexpr, NPART: gl.constexpr, PREFETCH: gl.constexpr,
                    STRIDED: gl.constexpr, NPAGES, SUB: gl.constexpr, MMA: gl.constexpr, OPA: gl.constexpr,
-                   OPB: gl.constexpr, STAGES: gl.constexpr = 0):
+                   OPB: gl.constexpr, STAGES: gl.constexpr = 0, descs=None, rows=None, TMA: gl.constexpr = False):
     """Page split s of (request b, KV head h): its pages' partial (m, l, unnormalized acc) at index 1 + s."""
     # key words: lane (t = lane % 4, g = lane // 4) holds words 4t..4t+3 of tokens g + 8 j (LDG.128)
     KW: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[1, 1],
@@ -281,27 +287,44 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
     zero_o = gl.zeros([128, 8], gl.float32, layout=MMA)
 
     if STAGES > 0:  # the pages stream through a shared-memory ring (kernels/draft_stream_gluon.py)
-        kb, vb, sc = _stream_buffers(STAGES)
-        _copy_page(kb, vb, sc, 0, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
-                   s_vsh, pg0, h, ok0, KW, VW, half0)
+        if TMA:  # copied by TMA, counted on a barrier a slot
+            kb, vb, sc, dst, bars = _tma_buffers(STAGES)
+            _tma_page(dst, bars, 0, descs, rows, pg0, h, ok0, half0)
+        else:  # cp.async by every lane, a commit group a slot
+            kb, vb, sc = _stream_buffers(STAGES)
+            _copy_page(kb, vb, sc, 0, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
+                       s_vsh, pg0, h, ok0, KW, VW, half0)
         for k in gl.static_range(1, STAGES - 1):
             pg_k, half_k = _sub_page(lo + k * ST, ids, lo + k * ST < hi, SUB)
-            _copy_page(kb, vb, sc, k, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh,
-                       s_vsp, s_vsh, pg_k, h, lo + k * ST < hi, KW, VW, half_k)
+            if TMA:
+                _tma_page(dst, bars, k, descs, rows, pg_k, h, lo + k * ST < hi, half_k)
+            else:
+                _copy_page(kb, vb, sc, k, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh,
+                           s_vsp, s_vsh, pg_k, h, lo + k * ST < hi, KW, VW, half_k)
         pg_a, half_a = _sub_page(lo + (STAGES - 1) * ST, ids, lo + (STAGES - 1) * ST < hi, SUB)
         slot = 0
+        phase = 0
         for i in range(lo, hi, ST):
             gl.thread_barrier()  # every lane is past its reads of the slot the next copy fills
             ia = i + (STAGES - 1) * ST
-            _copy_page(kb, vb, sc, (slot + STAGES - 1) % STAGES, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr,
-                       s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh, pg_a, h, ia < hi, KW, VW, half_a)
+            if TMA:
+                fence_async_shared()  # those reads ordered before the TMA unit's writes
+                _tma_page(dst, bars, (slot + STAGES - 1) % STAGES, descs, rows, pg_a, h, ia < hi, half_a)
+            else:
+                _copy_page(kb, vb, sc, (slot + STAGES - 1) % STAGES, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr,
+                           s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh, pg_a, h, ia < hi, KW, VW, half_a)
             pg_a, half_a = _sub_page(ia + ST, ids, ia + ST < hi, SUB)
-            async_copy.wait_group(STAGES - 1)  # this page's group (one group a page, empty ones included)
-            gl.thread_barrier()  # the scales other lanes copied
+            if TMA:
+                mbarrier.wait(bars.index(slot), phase)  # this page's bytes
+            else:
+                async_copy.wait_group(STAGES - 1)  # this page's group (one group a page, empty ones included)
+                gl.thread_barrier()  # the scales other lanes copied
             page = _read_page(kb, vb, sc, slot, KW, VW, KSC, VSL)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
             slot = (slot + 1) % STAGES
-        async_copy.wait_group(0)  # no copy outlives the program
+            phase = phase ^ (slot == 0).to(gl.int32)
+        if not TMA:
+            async_copy.wait_group(0)  # no copy outlives the program (TMA: every copy issued was waited for)
     else:  # the next page's loads are issued before this page is computed (one page in flight a warp). A
         # 2x-unrolled form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
         if not PREFETCH:

@@ -15,10 +15,10 @@ copies need a warp of their own. H200, same runs (bench/results/s37/ws/): nq 5 w
 336.8 -> 307.4, 128k x 8 P = 64 628.3, 701.2 -> 625.8, 625.2, P = 128 670.0-672.7 -> 620.8-623.6; nq 8 128k x 8
 779.3 -> 731.0. Checked against the reference at P = 64 and 128, nq 1 and 5 (rows bit-equal to one-row calls).
 
-Needs contiguous planes and scales (2D descriptors over them as rows of one token's 64 bytes, of one page's 64 scale
-words or 64 value scales) and row coordinates below 2^31 (``copy_warp_supported``). Pages at or past the split's end
-in a partial group are copied from physical page 0 (scores masked, p' zero), so every group lands the same
-bytes.
+Needs contiguous planes (2D descriptors over them as rows of one token's 64 bytes), scales whose pages and heads start
+at whole rows of 64 scale words or 64 value scales (kernels/tma_rows.py), and row coordinates below 2^31
+(``copy_warp_supported``). Pages at or past the split's end in a partial group are copied from physical page 0
+(scores masked, p' zero), so every group lands the same bytes.
 """
 from __future__ import annotations
 
@@ -45,10 +45,13 @@ COPY_WARP_REGS = gl.constexpr(24)
 
 
 def copy_warp_supported(words, ks32, kz32, v_scale, v_zero) -> bool:
-    """Whether the copy-warp form can address these planes and scales: contiguous (2D descriptors over row views)
-    and fewer than 2^31 token rows (int32 TMA coordinates)."""
-    return (all(t.is_contiguous() for t in (*words, ks32, kz32, v_scale, v_zero))
-            and words[0].numel() // 16 < 2 ** 31)
+    """Whether the copy-warp form can address these planes and scales: contiguous planes (2D descriptors over row
+    views), scales and zeros whose pages and heads start at whole rows of 64 (contiguous, or views of one buffer
+    holding all four side by side: kernels/tma_rows.py), and fewer than 2^31 rows (int32 TMA coordinates)."""
+    from sgl_spec.kernels.tma_rows import as_rows, rows_ok
+
+    return (all(t.is_contiguous() for t in words) and all(rows_ok(t, 64) for t in (ks32, kz32, v_scale, v_zero))
+            and words[0].numel() // 16 < 2 ** 31 and as_rows(ks32, 64).shape[0] < 2 ** 31)
 
 
 @gluon.jit
@@ -154,6 +157,7 @@ def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pa
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from sgl_spec.kernels.pdl import pdl_kwargs
+    from sgl_spec.kernels.tma_rows import as_rows, row_strides
 
     B, NQ, Hq, _ = q.shape
     Hkv, P = store.k_upper.shape[1:3]
@@ -161,8 +165,8 @@ def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pa
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)
     kd = [TensorDescriptor.from_tensor(t.view(-1, 16), [64, 16], KTM.value) for t in words[:2]]
     vd = [TensorDescriptor.from_tensor(t.view(-1, 32), [64, 32], VTM.value) for t in (vu16, vl16)]
-    sd = [TensorDescriptor.from_tensor(t.view(-1, 64), [1, 64], KTM.value) for t in (ks32, kz32)]
-    vsd = [TensorDescriptor.from_tensor(t.view(-1, 64), [1, 64], STM.value) for t in (store.v_scale, store.v_zero)]
+    sd = [TensorDescriptor.from_tensor(as_rows(t, 64), [1, 64], KTM.value) for t in (ks32, kz32)]
+    vsd = [TensorDescriptor.from_tensor(as_rows(t, 64), [1, 64], STM.value) for t in (store.v_scale, store.v_zero)]
     n1, n2 = row_tiles(NQ * G, G)
     sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)
     _verify_pages_ws_kernel[(NS, Hkv, B)](
@@ -172,8 +176,7 @@ def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pa
         sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         kd[0], kd[1], vd[0], vd[1], sd[0], sd[1], vsd[0], vsd[1],
-        words[0].stride(0) // 16, words[0].stride(1) // 16, ks32.stride(0) // 64, ks32.stride(1) // 64,
-        store.v_scale.stride(0) // 64, store.v_scale.stride(1) // 64,
+        *row_strides(words[0], 16), *row_strides(ks32, 64), *row_strides(store.v_scale, 64),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
         BR=value_branches(G, n1, n2, has_scores),

@@ -57,6 +57,21 @@ def test_ring_form_compiles_for_sm90(G, P, hot, stages):
     assert gluon_programs_per_sm(2) == 12 and gluon_programs_per_sm(3) == 8 and gluon_programs_per_sm(0) == 8
 
 
+@pytest.mark.parametrize("G,P,stages", [(4, 64, 2), (4, 128, 2), (2, 64, 3)])
+def test_tma_ring_compiles_for_sm90(G, P, stages):
+    """The ring with TMA copies (draft_launch.GLUON_STREAM_TMA): no per-lane copies, six TMA copies a page at each
+    of the kernel's copy sites (the first STAGES - 1 pages before the loop, one a page in it), the slots plus a
+    barrier each as shared memory, and the registers of the cp.async ring (12 programs an SM at 2 slots)."""
+    from sgl_spec.kernels.draft_launch import GLUON_STREAM_SLOT_BYTES, gluon_programs_per_sm
+
+    out, regs, stack, local, smem = _sass_report(f"G={G}", f"P={P}", f"as={stages}", "tma=1")
+    assert "tma=1" in out and stack == 0 and local == 0, out
+    assert smem == stages * (GLUON_STREAM_SLOT_BYTES + 8), out
+    assert regs * 32 * gluon_programs_per_sm(stages) <= 65536, out
+    copies = re.search(r"utmaldg=(\d+) ldgsts=(\d+)", out)
+    assert (int(copies.group(1)), int(copies.group(2))) == (6 * stages, 0), out
+
+
 def test_engine_is_checked():
     from sgl_spec.kernels.draft_decode import draft_decode
     from sgl_spec.kvformat import KVFormat
