@@ -4,19 +4,17 @@ rows-a-head + i of the row view holds page p, head h's i-th row, for contiguous 
 (four views of one buffer) and every-other-page views."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from sgl_spec.kernels.tma_rows import as_rows, row_strides, rows_ok
-from sgl_spec.kvformat import KVFormat, PageStore
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from kernel_cases import relayout_scales  # noqa: E402
 
-
-def _packed(store):
-    ks, kz, vs, vz = store.k_scale, store.k_zero, store.v_scale, store.v_zero
-    d, p = ks.shape[2], vs.shape[2]
-    buf = torch.cat([ks, kz, vs, vz], dim=2).contiguous()
-    return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower, buf[..., :d], buf[..., d:2 * d],
-                     buf[..., 2 * d:2 * d + p], buf[..., 2 * d + p:])
+from sgl_spec.kernels.tma_rows import as_rows, row_strides, rows_ok  # noqa: E402
+from sgl_spec.kvformat import KVFormat, PageStore  # noqa: E402
 
 
 def _filled(P, H=3, pages=5):
@@ -44,7 +42,7 @@ def _check_rows(t, width):
 def test_rows_address_every_page_and_head(P, layout):
     st = _filled(P, pages=6)
     if layout == "packed":
-        st = _packed(st)
+        st = relayout_scales(st, "packed")
     if layout == "every_other_page":
         st = PageStore(*(t[::2] for t in (st.k_upper, st.k_lower, st.v_upper, st.v_lower, st.k_scale, st.k_zero,
                                            st.v_scale, st.v_zero)))
@@ -70,7 +68,7 @@ def test_draft_ring_tma_args():
 
     assert draft_launch.GLUON_STREAM_TMA is True  # on since session 39 (bench/results/s39/draft_tma)
     for P in (64, 128):
-        for st in (_filled(P, H=8), _packed(_filled(P, H=8))):
+        for st in (_filled(P, H=8), relayout_scales(_filled(P, H=8), "packed")):
             ku, vu = st.k_upper.view(torch.int32), st.v_upper.view(torch.int32)
             a = tma_args(ku, vu, st.k_scale.view(torch.int32), st.k_zero.view(torch.int32), st.v_scale, st.v_zero)
             assert a["TMA"] is True and (a["rk_p"], a["rk_h"]) == (8 * P, P)

@@ -13,19 +13,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from gpu_cases import HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
 
-from sgl_spec.kvformat import PageStore  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from kernel_cases import relayout_scales  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-def _packed(store):
-    """The same pages with key scales, key zeros, value scales and value zeros side by side in one buffer per (page,
-    KV head): four strided views."""
-    ks, kz, vs, vz = store.k_scale, store.k_zero, store.v_scale, store.v_zero
-    d, p = ks.shape[2], vs.shape[2]
-    buf = torch.cat([ks, kz, vs, vz], dim=2).contiguous()
-    return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower, buf[..., :d], buf[..., d:2 * d],
-                     buf[..., 2 * d:2 * d + p], buf[..., 2 * d + p:])
 
 
 @pytest.mark.parametrize("P", [64, 128])
@@ -42,7 +33,7 @@ def test_tma_ring_equals_cp_async_ring(B, ctx, P):
     q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
     rest = (bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
     want = ref(q, bt.store, *rest)
-    for store in (bt.store, _packed(bt.store)):
+    for store in (bt.store, relayout_scales(bt.store, "packed")):
         for kw in (dict(stages=2), dict(stages=2, split_stride=False), dict(stages=3, num_splits=1),
                    dict(stages=2, num_splits=1)):
             got = {}
