@@ -287,9 +287,11 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
     zero_o = gl.zeros([128, 8], gl.float32, layout=MMA)
 
     if STAGES > 0:  # the pages stream through a shared-memory ring (kernels/draft_stream_gluon.py)
-        if TMA:  # copied by TMA, counted on a barrier a slot
+        if TMA:  # copied by TMA, counted on a barrier a slot. Only pages the loop waits for are copied (lo < hi
+            # also for STRIDED's early first page): a program must not end with a TMA write into its shared memory
+            # still in flight, and unlike cp.async there is no wait_group(0) to drain one
             kb, vb, sc, dst, bars = _tma_buffers(STAGES)
-            _tma_page(dst, bars, 0, descs, rows, pg0, h, ok0, half0)
+            _tma_page(dst, bars, 0, descs, rows, pg0, h, ok0 & (lo < hi), half0)
         else:  # cp.async by every lane, a commit group a slot
             kb, vb, sc = _stream_buffers(STAGES)
             _copy_page(kb, vb, sc, 0, ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
@@ -324,7 +326,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
             slot = (slot + 1) % STAGES
             phase = phase ^ (slot == 0).to(gl.int32)
         if not TMA:
-            async_copy.wait_group(0)  # no copy outlives the program (TMA: every copy issued was waited for)
+            async_copy.wait_group(0)  # no copy outlives the program (TMA: every copy issued is waited for above)
     else:  # the next page's loads are issued before this page is computed (one page in flight a warp). A
         # 2x-unrolled form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
         if not PREFETCH:
