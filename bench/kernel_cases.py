@@ -168,8 +168,7 @@ def relayout_scales(store: PageStore, mode: str) -> PageStore:
                          *(t[:1].expand_as(t) for t in (ks, kz, vs, vz)))
     if mode != "packed":
         raise ValueError(f"scale layout must be split, packed or alias, got {mode!r}")
-    n, h, d = ks.shape
-    p = vs.shape[2]
+    d, p = ks.shape[2], vs.shape[2]
     buf = torch.cat([ks, kz, vs, vz], dim=2).contiguous()
     return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower, buf[..., :d], buf[..., d:2 * d],
                      buf[..., 2 * d:2 * d + p], buf[..., 2 * d + p:])

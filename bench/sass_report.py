@@ -144,7 +144,6 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
     hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written);
     tma=1: the ring's pages copied by TMA (kernels/draft_stream_gluon.py)."""
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import draft_pages_gluon as dg
@@ -159,8 +158,10 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
     hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
                  WRITE_NEW=bool(hot), STAGES=stages, TMA=bool(tma))
-    if tma:
-        w, f = (repr(gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=b, rank=2)) for b in (32, 16))
+    if tma:  # the descriptors' layouts are the ring's TMA destination layouts
+        from sgl_spec.kernels import draft_stream_gluon as ds
+
+        w, f = repr(ds.TW.value), repr(ds.TH.value)
         types.update(kud=f"tensordesc<i32[64, 16],{w}>", vud=f"tensordesc<i32[64, 16],{w}>",
                      ksd=f"tensordesc<i32[1, 64],{w}>", kzd=f"tensordesc<i32[1, 64],{w}>",
                      vsd=f"tensordesc<fp16[1, 64],{f}>", vzd=f"tensordesc<fp16[1, 64],{f}>", rk_p="i32", rk_h="i32",
