@@ -275,7 +275,7 @@ def main():
     if a.quantize:
         for P in (64, 128):
             res["rows"] += bench_quantize([int(x) for x in a.quantize.split(",")], P, gbps, log)
-    (out / "dev_kernels.json").write_text(json.dumps(res, indent=1))
+    (out / "dev_kernels.json").write_text(json.dumps(res, indent=1, default=str))
     (out / "dev_kernels.log").write_text("\n".join(lines) + "\n")
 
 
