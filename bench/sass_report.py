@@ -80,9 +80,10 @@ def report(cc, label=""):
         print(f"  loop {a:#x}-{b:#x}: {sum(h.values())} instr: " + ", ".join(f"{k}:{v}" for k, v in h.most_common(28)))
 
 
-def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, nw=None):
+def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, nw=None, hl=0):
     """The draft_decode stage-1 kernel; pf / fs / nr / kf: the launcher's prefetch / flat_scales / maxnreg /
-    key_frag keywords (None: the launcher's defaults for P); wn: the hot program writes the new token (new_k/new_v)."""
+    key_frag keywords (None: the launcher's defaults for P); wn: the hot program writes the new token (new_k/new_v);
+    hl: as the hot-token launch after the Gluon page launch (HOT_LAST, draft_launch.GLUON_HOT_LAST)."""
     from sgl_spec.kernels import draft_decode as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
@@ -97,11 +98,12 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, nw=None):
     kf = dd.key_frag_on(kf, P, 64, nw, 16)
     hn = bool(dd.HOT_NATIVE)  # the launcher's default for a bf16 model
     const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=64 if hn else 32,
-                 HOT_NATIVE=hn, USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn))
+                 HOT_NATIVE=hn, USE_ASM=True, PREFETCH=pf, FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn), PDL=bool(hl),
+                 HOT_LAST=bool(hl))
     report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
            f"draft_decode P={P} num_warps={nw} prefetch={pf} flat_scales={int(bool(fs))} maxnreg={nr} key_frag={int(kf)} "
-           f"write_new={int(bool(wn))} "
+           f"write_new={int(bool(wn))} hot_last={int(bool(hl))} "
            "(Llama-3-8B shapes)")
 
 
@@ -140,10 +142,11 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
     report(compile_sm90(va._verify_attention_kernel, types, const, plain=plain, num_warps=nw, num_stages=st, **opts),
            tag)
 
-def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
+def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0, hl=0):
     """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
     hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written);
-    tma=1: the ring's pages copied by TMA (kernels/draft_stream_gluon.py)."""
+    tma=1: the ring's pages copied by TMA (kernels/draft_stream_gluon.py); hl=1: the hot-token launch after this one
+    (HOT_LAST, draft_launch.GLUON_HOT_LAST)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import draft_pages_gluon as dg
@@ -157,7 +160,7 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
 
     hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
-                 WRITE_NEW=bool(hot), STAGES=stages, TMA=bool(tma))
+                 WRITE_NEW=bool(hot), STAGES=stages, TMA=bool(tma), HOT_LAST=bool(hl))
     if tma:  # the descriptors' layouts are the ring's TMA destination layouts
         from sgl_spec.kernels import draft_stream_gluon as ds
 
@@ -169,7 +172,7 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0):
     cc = compile_sm90(dg._draft_pages_kernel, types, const, plain=("MAXP", "HKV"), num_warps=1,
                       source=GluonASTSource)
     report(cc, f"draft_pages_gluon G={G} prefetch={int(bool(pf))} P={64 * sub} hot={int(bool(hot))} stages={stages} "
-               f"tma={int(bool(tma))} (one warp a page)")
+               f"tma={int(bool(tma))} hot_last={int(bool(hl))} (one warp a page)")
     text = sass(cc)
     print(f"  hmma={text.count('HMMA.16816.F32')} bar_sync={text.count('BAR.SYNC')} utmaldg={text.count('UTMALDG')} "
           f"ldgsts={text.count('LDGSTS')}")
@@ -252,16 +255,17 @@ if __name__ == "__main__":
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)
     elif what == "draft_gluon":  # sass_report.py draft_gluon [G=4] [pf=1|0] [st=0|1] [P=64|128] [hot=0|1] [as=0|2|3]
-        # [tma=0|1]
+        # [tma=0|1] [hl=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _draft_gluon(int(kv.get("G", 4)), int(kv.get("pf", 1)), int(kv.get("st", 0)), int(kv.get("P", 64)) // 64,
-                     int(kv.get("hot", 0)), int(kv.get("as", 0)), int(kv.get("tma", 0)))
+                     int(kv.get("hot", 0)), int(kv.get("as", 0)), int(kv.get("tma", 0)), int(kv.get("hl", 0)))
     elif what == "draft":  # python bench/sass_report.py draft [P=64|128] [pf=0|1] [fs=0|1] [nr=N|0] [kf=1] [wn=1] [nw=1|2|4]
+        # [hl=1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         for P in ([int(kv["P"])] if "P" in kv else (64, 128)):
             _draft(P, pf=int(kv["pf"]) if "pf" in kv else None, fs=int(kv["fs"]) if "fs" in kv else None,
                    nr=int(kv["nr"]) if "nr" in kv else None, kf=int(kv["kf"]) if "kf" in kv else None,
-                   wn=bool(int(kv.get("wn", 0))), nw=int(kv["nw"]) if "nw" in kv else None)
+                   wn=bool(int(kv.get("wn", 0))), nw=int(kv["nw"]) if "nw" in kv else None, hl=int(kv.get("hl", 0)))
     elif what == "verify":  # python bench/sass_report.py verify [old] [maxnreg] [pp=1|2] [nw=4|8] [qa=1|2] [lse=1] [kf=1]
         # [g=2] [bm=32]
         args = sys.argv[2:]

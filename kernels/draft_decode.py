@@ -21,10 +21,10 @@ import torch
 import triton
 
 from sgl_spec.kernels.draft_launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
-                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS, GLUON_MAX_GROUP,
-                                           GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
+                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS,
+                                           GLUON_MAX_GROUP, GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
                                            GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT, NUM_STAGES,
-                                           _sm_count, gluon_draft_shapes, gluon_programs_per_sm,
+                                           _sm_count, gluon_draft_shapes, gluon_hot_last, gluon_programs_per_sm,
                                            gluon_stream_stages, launch_config, num_splits_for)
 from sgl_spec.kernels.draft_hot import RING
 from sgl_spec.kernels.draft_merge import _draft_decode_merge_kernel
@@ -69,7 +69,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                  out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
                  flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
                  new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None,
-                 split_stride=None, fused_hot=None, stages=None, stream_tma=None):
+                 split_stride=None, fused_hot=None, stages=None, stream_tma=None, hot_last=None):
     """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
     ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
     ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
@@ -88,7 +88,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
     (kernels/draft_stream_gluon.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs; P = 64 and
     128 from 17 sub-pages a split). ``stream_tma`` (gluon, with the ring): its pages copied by TMA (True) or by
-    every lane's cp.async (False); None: draft_launch.GLUON_STREAM_TMA."""
+    every lane's cp.async (False); None: draft_launch.GLUON_STREAM_TMA. ``hot_last`` (gluon, hot-token programs in
+    their own launch): that launch after the page launch (True) or before it (False); None: draft_launch.GLUON_HOT_LAST
+    where the ring runs."""
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -169,6 +171,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
     if stages and not gluon:
         raise ValueError("draft_decode: stages (the shared-memory page ring) is a keyword of engine='gluon'")
+    if hot_last and not gluon:
+        raise ValueError("draft_decode: hot_last (the hot-token launch after the page launch) is a keyword of "
+                         "engine='gluon'")
     mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
@@ -192,6 +197,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     fused = gluon and hn and bool(fused_hot if fused_hot is not None else GLUON_FUSED_HOT and B * Hkv <
                                   GLUON_HOT_MIN_PAIRS and lo_p <= triton.cdiv(maxp * sub, ns) <= hi_p)
     hs = RING * P // GLUON_HOT_TOKENS if fused else 0  # hot-token programs a pair in the page launch
+    last = gluon and gluon_hot_last(ring, fused, hot_last)
     npart = ns + max(hs, 1)
     m_part = torch.empty((B, Hq, npart), dtype=torch.float32, device=dev)
     l_part = torch.empty_like(m_part)
@@ -202,10 +208,11 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     nk = hot_k if new_k is None else new_k
     nv = hot_v if new_v is None else new_v
     s_nb, s_nh = (0, 0) if new_k is None else (new_k.stride(0), new_k.stride(1))
-    if not fused:
-        _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
-                    hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns,
-                    hb, hn, pf, fs, key_frag, nw, st, nr, new_k is not None, gluon, dev)
+    hot_args = (q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
+                hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns, hb, hn,
+                pf, fs, key_frag, nw, st, nr, new_k is not None, gluon, dev)
+    if not fused and not last:
+        _launch_hot(*hot_args)
     if gluon:
         from sgl_spec.kernels.draft_pages_gluon import _draft_pages_kernel
         hot = dict(hk_ptr=hot_k, hv_ptr=hot_v, hvw_ptr=hot_v.view(torch.int32), s_hs=hot_k.stride(0),
@@ -219,7 +226,9 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
             STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), STAGES=ring,
             num_warps=1, **_ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store),
-            **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
+            HOT_LAST=last, **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
+    if last:
+        _launch_hot(*hot_args, hot_last=True)
     _draft_decode_merge_kernel[(B * Hq, mb)](
         m_ptr=m_part, l_ptr=l_part, acc_ptr=acc_part, out_ptr=out, s_ob=out.stride(0), s_oh=out.stride(1), HQ=Hq,
         NPART=npart, BLOCK_S=triton.next_power_of_2(npart), CHUNK=min(mc, triton.next_power_of_2(npart)),
@@ -242,7 +251,7 @@ def _ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store) -> dict:
 
 def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
                 hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns, hb,
-                hn, pf, fs, key_frag, nw, st, nr, write_new, gluon, dev):
+                hn, pf, fs, key_frag, nw, st, nr, write_new, gluon, dev, hot_last=False):
     """The Triton launch: every split (engine "triton"), or the hot-token programs only (engine "gluon")."""
     B, Hkv = q.shape[0], store.k_upper.shape[1]
     _draft_decode_kernel[(B, Hkv, 1 if gluon else ns + 1)](
@@ -260,6 +269,7 @@ def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, h
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=hb,
         HOT_NATIVE=hn, USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=write_new, EARLY_LAUNCH=gluon,
+        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=write_new, EARLY_LAUNCH=gluon and not hot_last,
+        HOT_LAST=hot_last,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )

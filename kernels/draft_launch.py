@@ -140,6 +140,17 @@ GLUON_STRIDED = True  # split s takes pages s, s + NS, ...: its first page id sk
 # 38.2 -> 38.3-38.6, 128k 63.2 -> 64.7, 256k 113.3 -> 116.7. With 1-page splits the page programs end before a fused
 # hot-token program (64 ring tokens on one warp) does: 7% at 64k equal (14.9), at 8k 11.8 -> 12.0
 GLUON_FUSED_HOT = True
+# engine="gluon" with the shared-memory ring (gluon_stream_stages > 0) and the hot-token programs in their own Triton
+# launch: that launch runs after the page launch instead of before it (draft_decode ``hot_last``), so its programs take
+# SM slots in the page launch's tail, where SMs have run out of page programs, instead of holding slots that page
+# programs wait for at its start. Outputs bit-equal. H200, Llama-3-8B, same process, three interleaved timings,
+# medians before -> after (bench/results/s41/hot_last; two more runs of a dev form in s41/hot_last_forms agree):
+# P = 64 32k x 8 90.0 -> 87.4 us, 64k x 8 160.9 -> 158.7, 256k x 1 86.0 -> 84.1; P = 128 64k x 8 160.3 -> 154.4,
+# 256k x 1 82.3 -> 81.6. At 128k / 256k x 8 and 64k x 32 the change (~3-5 us) is inside the power-capped runs' noise
+# (128k x 8 P = 128 297-344 before, 301-324 after; P = 64 305-362 / 307-355). Where the page programs hold a page in
+# registers (batch 1 at 64k / 128k) the launch after them sits on the path: 64k x 1 33.1 -> 34.7, 128k x 1 53.1 ->
+# 53.9 (s41/hot_last_forms), so the rule keeps it first there
+GLUON_HOT_LAST = True
 # engine="gluon", P in GLUON_STREAM_PAGE_SIZES and at least GLUON_STREAM_MIN_PAIRS[P] (request, KV head) pairs a launch:
 # the page programs stream their pages through a cp.async ring of GLUON_STREAM_STAGES slots in shared memory
 # (kernels/draft_stream_gluon.py; 168 registers, 8960 B a slot) instead of one page prefetched in registers, as many
@@ -246,3 +257,11 @@ def gluon_device_support(device, which: str) -> str:
         return f"this Triton has no Gluon ({e})"
     return ""
 
+
+def gluon_hot_last(stages: int, fused: bool, hot_last=None) -> bool:
+    """Whether draft_decode's hot-token launch runs after the Gluon page launch (GLUON_HOT_LAST): ``hot_last`` where
+    the caller gives it, else where the page programs take the ring (``stages`` > 0); never with the hot-token
+    programs in the page launch (``fused``: there is no hot-token launch)."""
+    if fused:
+        return False
+    return bool(GLUON_HOT_LAST and stages > 0 if hot_last is None else hot_last)

@@ -142,10 +142,13 @@ def _draft_decode_kernel(
     NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
     WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False, HOT_NATIVE: tl.constexpr = False,
-    EARLY_LAUNCH: tl.constexpr = False,
+    EARLY_LAUNCH: tl.constexpr = False, HOT_LAST: tl.constexpr = False,
 ):
-    _wait_prior(PDL)
-    _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch that follows reads nothing this one writes
+    if not HOT_LAST:
+        _wait_prior(PDL)
+        _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch that follows reads nothing this one writes
+    # HOT_LAST (engine="gluon", draft_launch.GLUON_HOT_LAST): this launch follows the page launch, which waited for the
+    # stream and then let this one start; it writes nothing the page launch reads, and waits for it at its end (below)
     b = tl.program_id(0)
     h = tl.program_id(1)
     s = tl.program_id(2)
@@ -221,3 +224,5 @@ def _draft_decode_kernel(
         acc_lo = tl.trans(at_lo + z_i[None, :])
         acc_hi = tl.trans(at_hi * 0.0625 + z_i[None, :])
         _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_t, l_i, acc_lo, acc_hi, HALF)
+    if HOT_LAST:  # the merge after this launch waits for it alone: finish only after the page launch
+        _wait_prior(PDL)

@@ -34,7 +34,10 @@ A program is one warp and one split of one (request, KV head); it writes the sam
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
 merge are reused unchanged. With ``HS`` > 0 the launch holds the hot-token programs too (kernels/draft_hot_gluon.py,
 programs NUM_SPLITS .. + HS - 1 of each (request, KV head), partials 0 and NUM_SPLITS + 1 ..): no hot-token launch
-before it (draft_launch.GLUON_FUSED_HOT).
+before it (draft_launch.GLUON_FUSED_HOT). Otherwise the Triton hot-token launch runs before this one (it lets this
+one start at once; the page programs wait for it at their end) or, with ``HOT_LAST``, after it (this launch waits for
+the stream at its start and lets the hot-token launch start at once; that launch waits for this one at its end):
+draft_launch.GLUON_HOT_LAST.
 """
 from __future__ import annotations
 
@@ -197,7 +200,7 @@ def _draft_pages_kernel(
     hk_ptr=None, hv_ptr=None, hvw_ptr=None, s_hs=0, s_hr=0, s_hn=0, s_hh=0, hslot_ptr=None, hstart_ptr=None,
     hlen_ptr=None, nk_ptr=None, nv_ptr=None, s_nb=0, s_nh=0, HS: gl.constexpr = 0, WRITE_NEW: gl.constexpr = False,
     STAGES: gl.constexpr = 0, kud=None, vud=None, ksd=None, kzd=None, vsd=None, vzd=None, rk_p=0, rk_h=0, rs_p=0,
-    rs_h=0, rv_p=0, rv_h=0, TMA: gl.constexpr = False,
+    rs_h=0, rv_p=0, rv_h=0, TMA: gl.constexpr = False, HOT_LAST: gl.constexpr = False,
 ):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1], instr_shape=[16, 8])
     OPA: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
@@ -205,9 +208,12 @@ def _draft_pages_kernel(
     # partials: hot-token program 0 | page splits 1 .. NUM_SPLITS | hot-token programs 1 .. HS - 1 (HS = 0: the hot
     # tokens are a Triton launch's, at index 0)
     NPART: gl.constexpr = NUM_SPLITS + (HS if HS > 0 else 1)
-    if PDL and HS > 0:  # the launch's first kernel: wait for the stream (q, the ring) before any load
+    if PDL and (HS > 0 or HOT_LAST):  # the launch's first kernel: wait for the stream (q, the ring) before any load
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                   pack=1)
+    if PDL and HOT_LAST:  # the hot-token launch follows this one: let its programs start in this launch's tail
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
     s = gl.program_id(0)
     bh = gl.program_id(1)
     b = bh // HKV
@@ -229,7 +235,7 @@ def _draft_pages_kernel(
                        s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
                        G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES,
                        (kud, vud, ksd, kzd, vsd, vzd), (rk_p, rk_h, rs_p, rs_h, rv_p, rv_h), TMA)
-        if PDL:  # the hot-token launch before this one let it start early: finish only after it, for the merge
+        if PDL and not HOT_LAST:  # the hot-token launch before this one let it start early: finish only after it
             gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
                                       pack=1)
 

@@ -107,3 +107,17 @@ def test_ring_rule_explicit_stages():
     # fixed split counts decide the split length the rule reads: 4096 sub-pages in 64 splits (64 each) or 4096 (1)
     assert gluon_stream_stages(128, 1, 8, 4096, SMS, num_splits=64) == 2
     assert gluon_stream_stages(128, 1, 8, 4096, SMS, num_splits=4096) == 0
+
+
+def test_hot_last_rule():
+    """The hot-token launch after the page launch where the ring runs (draft_launch.GLUON_HOT_LAST), before it where
+    a page is prefetched in registers (batch 1 at 64k / 128k: measured slower there), never with fused hot programs;
+    the caller's keyword wins except with fused hot programs (there is no hot-token launch to move)."""
+    from sgl_spec.kernels import draft_launch as dl
+
+    assert dl.GLUON_HOT_LAST
+    assert dl.gluon_hot_last(2, False) and dl.gluon_hot_last(3, False)
+    assert not dl.gluon_hot_last(0, False) and not dl.gluon_hot_last(2, True)
+    assert dl.gluon_hot_last(0, False, True) and not dl.gluon_hot_last(2, False, False)
+    assert not dl.gluon_hot_last(2, True, True)
+

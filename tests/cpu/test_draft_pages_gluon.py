@@ -72,6 +72,21 @@ def test_tma_ring_compiles_for_sm90(G, P, stages):
     assert (int(copies.group(1)), int(copies.group(2))) == (6 * stages, 0), out
 
 
+@pytest.mark.parametrize("P,stages,tma", [(64, 2, 1), (128, 0, 0)])
+def test_hot_last_compiles_for_sm90(P, stages, tma):
+    """HOT_LAST (draft_launch.GLUON_HOT_LAST): the page launch waits for the stream at its start and releases the
+    hot-token launch there instead of waiting for it at its end; the same registers, no stack, and the Triton
+    hot-token kernel that then waits at its end compiles too."""
+    base = _sass_report("G=4", f"P={P}", f"as={stages}", f"tma={tma}")
+    out, regs, stack, local, smem = _sass_report("G=4", f"P={P}", f"as={stages}", f"tma={tma}", "hl=1")
+    assert "hot_last=1" in out and stack == 0 and local == 0, out
+    assert (regs, smem) == (base[1], base[4]), out
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft", f"P={P}", "hl=1"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert res.returncode == 0 and "hot_last=1" in res.stdout, res.stderr[-3000:]
+
+
 def test_engine_is_checked():
     from sgl_spec.kernels.draft_decode import draft_decode
     from sgl_spec.kvformat import KVFormat
@@ -89,3 +104,5 @@ def test_engine_is_checked():
         draft_decode(*args, merge_blocks=3)
     with pytest.raises(ValueError, match="stages"):  # the ring is the Gluon page programs'
         draft_decode(*args, stages=2)
+    with pytest.raises(ValueError, match="hot_last"):  # the launch order is the Gluon page launch's
+        draft_decode(*args, hot_last=True)
