@@ -149,7 +149,9 @@ GLUON_FUSED_HOT = True
 # 256k x 1 82.3 -> 81.6. At 128k / 256k x 8 and 64k x 32 the change (~3-5 us) is inside the power-capped runs' noise
 # (128k x 8 P = 128 297-344 before, 301-324 after; P = 64 305-362 / 307-355). Where the page programs hold a page in
 # registers (batch 1 at 64k / 128k) the launch after them sits on the path: 64k x 1 33.1 -> 34.7, 128k x 1 53.1 ->
-# 53.9 (s41/hot_last_forms), so the rule keeps it first there
+# 53.9 (s41/hot_last_forms), so the rule keeps it first there. Same-run FA3 grids, off -> on, twice (s41/grid/ab1,
+# ab2): dense 64k x 8 3.05 -> 3.10 / 3.11x (P = 64), 3.06 -> 3.16 / 3.15x (P = 128); 128k x 8 P = 128 3.23 / 3.26 ->
+# 3.30x
 GLUON_HOT_LAST = True
 # engine="gluon", P in GLUON_STREAM_PAGE_SIZES and at least GLUON_STREAM_MIN_PAIRS[P] (request, KV head) pairs a launch:
 # the page programs stream their pages through a cp.async ring of GLUON_STREAM_STAGES slots in shared memory
