@@ -18,12 +18,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _sass_report(*args):
-    """bench/sass_report.py draft_gluon ``args`` compiled for sm_90 (not interpreted): (stdout, regs, stack, local,
-    smem). A layout conversion asserted trivial that is not fails the compile, so the report's exit status."""
+def _sass_report(*args, what="draft_gluon"):
+    """bench/sass_report.py ``what`` ``args`` compiled for sm_90 (not interpreted): (stdout, regs, stack, local,
+    smem) of the first kernel it reports. A layout conversion asserted trivial that is not fails the compile, so the
+    report's exit status."""
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft_gluon", *args],
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), what, *args],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
@@ -81,10 +82,7 @@ def test_hot_last_compiles_for_sm90(P, stages, tma):
     out, regs, stack, local, smem = _sass_report("G=4", f"P={P}", f"as={stages}", f"tma={tma}", "hl=1")
     assert "hot_last=1" in out and stack == 0 and local == 0, out
     assert (regs, smem) == (base[1], base[4]), out
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "draft", f"P={P}", "hl=1"],
-                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
-    assert res.returncode == 0 and "hot_last=1" in res.stdout, res.stderr[-3000:]
+    assert "hot_last=1" in _sass_report(f"P={P}", "hl=1", what="draft")[0]
 
 
 def test_engine_is_checked():

@@ -82,7 +82,45 @@ class Batch:
         self.page_table = self.page_table.to(dev)
 
     def i32(self, xs):
-        return torch.tensor(xs, dtype=torch.int32, device="cuda")
+        return torch.tensor(xs, dtype=torch.int32, device=self.page_table.device)
+
+
+class NewTokenCase:
+    """A draft over a window of up to 2P hot tokens a request (it starts a page early where there is one, so the
+    ring's older page is read too) whose query writes its own K/V (slices of a fused qkv output: ``new_k``, ``new_v``)
+    into its newest ring row: ``args`` for draft_decode, the reference's output ``want`` and ring ``rk`` / ``rv``
+    after the write. ``poison()`` sets that row to NaN before a call, so a kernel that reads it before writing it, or
+    never writes it, fails."""
+
+    def __init__(self, B, ctx, P, seed, dev="cuda"):
+        from sgl_spec.kernels.draft_decode_ref import draft_decode as ref
+
+        gen = torch.Generator().manual_seed(seed)
+        self.bt = bt = Batch(_lens(B, ctx, 1, gen), P, gen, dev)
+        p = [n - 1 for n in bt.lens]
+        nq = [max(0, x // P - 1) for x in p]
+        hot_start = [m * P for m in nq]
+        hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
+        q = torch.randn(B, HQ, D, generator=gen).to(dev, torch.bfloat16)
+        new = torch.randn(B, HQ + 2 * HKV, D, generator=gen).to(dev, torch.bfloat16)
+        self.new_k, self.new_v = new[:, HQ:HQ + HKV], new[:, HQ + HKV:]
+        self.rows = (bt.hot_slot.long(), torch.tensor([(x // P) % RING for x in p], device=dev),
+                     torch.tensor([x % P for x in p], device=dev))
+        self.poison()
+        self.args = (q, bt.store, bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start),
+                     bt.i32(hot_len), SM)
+        self.rk, self.rv = bt.hot_k.clone(), bt.hot_v.clone()
+        self.want = ref(q, bt.store, bt.page_table, bt.i32(nq), self.rk, self.rv, *self.args[6:],
+                        new_k=self.new_k, new_v=self.new_v)
+        assert not self.want.isnan().any()
+
+    def poison(self):
+        self.bt.hot_k[self.rows] = float("nan")
+        self.bt.hot_v[self.rows] = float("nan")
+
+    def ring_written(self) -> bool:
+        """Whether the ring now equals the reference's after its write, bit for bit."""
+        return torch.equal(self.bt.hot_k, self.rk) and torch.equal(self.bt.hot_v, self.rv)
 
 
 def _close(got, want, atol=ATOL, rtol=RTOL):

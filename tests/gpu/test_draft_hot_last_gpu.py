@@ -11,7 +11,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_cases import HKV, HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import NewTokenCase, _close, _kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -20,35 +20,16 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize("ctx", [63, 4097])
 @pytest.mark.parametrize("B", [1, 3, 17])
 def test_hot_last_equals_hot_first(B, ctx, P):
-    from sgl_spec.kernels.draft_hot import RING
-
-    tri, ref = _kernels("draft_decode")
-    gen = torch.Generator().manual_seed(B * 6151 + ctx * 13 + P)
-    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
-    p = [n - 1 for n in bt.lens]
-    nq = [max(0, x // P - 1) for x in p]  # up to 2P hot tokens: the ring's older page read too
-    hot_start = [m * P for m in nq]
-    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
-    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    new = torch.randn(B, HQ + 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)
-    new_k, new_v = new[:, HQ:HQ + HKV], new[:, HQ + HKV:]
-    rows = (bt.hot_slot.long(), torch.tensor([(x // P) % RING for x in p], device="cuda"), torch.tensor(
-        [x % P for x in p], device="cuda"))
-    args = (q, bt.store, bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start),
-            bt.i32(hot_len), SM)
-    bt.hot_k[rows] = float("nan")
-    bt.hot_v[rows] = float("nan")
-    rk, rv = bt.hot_k.clone(), bt.hot_v.clone()
-    want = ref(q, bt.store, bt.page_table, bt.i32(nq), rk, rv, *args[6:], new_k=new_k, new_v=new_v)
-    assert not want.isnan().any()
+    tri, _ = _kernels("draft_decode")
+    case = NewTokenCase(B, ctx, P, B * 6151 + ctx * 13 + P)
     for kw in (dict(stages=2), dict(stages=3), dict(stages=2, num_splits=1), dict(stages=0)):
         got = {}
         for last in (False, True):
-            bt.hot_k[rows] = float("nan")
-            bt.hot_v[rows] = float("nan")
-            out = torch.full_like(q, float("nan"))
-            tri(*args, out=out, engine="gluon", fused_hot=False, hot_last=last, new_k=new_k, new_v=new_v, **kw)
-            assert torch.equal(bt.hot_k, rk) and torch.equal(bt.hot_v, rv), (kw, last)
+            case.poison()
+            out = torch.full_like(case.args[0], float("nan"))
+            tri(*case.args, out=out, engine="gluon", fused_hot=False, hot_last=last, new_k=case.new_k,
+                new_v=case.new_v, **kw)
+            assert case.ring_written(), (kw, last)
             got[last] = out
-        _close(got[True], want)
+        _close(got[True], case.want)
         assert torch.equal(got[True], got[False]), kw  # the same partials merged the same way: the same bits

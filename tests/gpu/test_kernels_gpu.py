@@ -9,7 +9,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_cases import HKV, HQ, D, RING, SM, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import HKV, HQ, D, SM, Batch, NewTokenCase, _close, _kernels, _lens  # noqa: E402
 
 from sgl_spec.kvformat import KVFormat  # noqa: E402
 
@@ -74,33 +74,15 @@ def test_draft_gluon_hot_programs_write_the_new_token(B, ctx, P):
     the Triton launch before it. With new_k / new_v each writes the query's own K/V into its (NaN-poisoned) ring row
     before reading it: the ring afterwards equals the reference's bit for bit, the output matches the reference's;
     the 2-hot-page window (the ring's older page read too) and one split included."""
-    tri, ref = _kernels("draft_decode")
-    gen = torch.Generator().manual_seed(B * 31 + ctx * 5 + P)
-    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
-    p = [n - 1 for n in bt.lens]
-    nq = [max(0, x // P - 1) for x in p]  # the window starts a page early where there is one: up to 2P hot tokens
-    hot_start = [m * P for m in nq]
-    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
-    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    new = torch.randn(B, HQ + 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)  # a fused qkv output's slices
-    new_k, new_v = new[:, HQ:HQ + HKV], new[:, HQ + HKV:]
-    rows = (bt.hot_slot.long(), torch.tensor([(x // P) % RING for x in p], device="cuda"), torch.tensor(
-        [x % P for x in p], device="cuda"))
-    bt.hot_k[rows] = float("nan")
-    bt.hot_v[rows] = float("nan")
-    args = (q, bt.store, bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start),
-            bt.i32(hot_len), SM)
-    rk, rv = bt.hot_k.clone(), bt.hot_v.clone()
-    want = ref(q, bt.store, bt.page_table, bt.i32(nq), rk, rv, *args[6:], new_k=new_k, new_v=new_v)
-    assert not want.isnan().any()
+    tri, _ = _kernels("draft_decode")
+    case = NewTokenCase(B, ctx, P, B * 31 + ctx * 5 + P)
     for kw in (dict(fused_hot=True), dict(fused_hot=True, num_splits=1), dict(fused_hot=False),
                dict(fused_hot=True, stages=2)):
-        bt.hot_k[rows] = float("nan")
-        bt.hot_v[rows] = float("nan")
-        out = torch.full_like(q, float("nan"))
-        tri(*args, out=out, engine="gluon", new_k=new_k, new_v=new_v, **kw)
-        assert torch.equal(bt.hot_k, rk) and torch.equal(bt.hot_v, rv), kw
-        _close(out, want)
+        case.poison()
+        out = torch.full_like(case.args[0], float("nan"))
+        tri(*case.args, out=out, engine="gluon", new_k=case.new_k, new_v=case.new_v, **kw)
+        assert case.ring_written(), kw
+        _close(out, case.want)
 
 
 @pytest.mark.parametrize("P", [64, 128])
