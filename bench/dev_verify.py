@@ -26,7 +26,8 @@ def verify_variant(var):
     during the call: ds=0|1 (verify_gluon_rules.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
     (verify_gluon_rules.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program), cw=0|1
-    (verify_gluon_rules.COPY_WARP: the copy-warp form, kernels/verify_pages_ws_gluon.py)."""
+    (verify_gluon_rules.COPY_WARP: the copy-warp form, kernels/verify_pages_ws_gluon.py), ls=0|1
+    (verify_gluon_rules.LANE_SUMS: the page loop's running sums per lane)."""
     import verify_attention_v0 as v0
     from sgl_spec.kernels import verify_attention as va
 
@@ -68,7 +69,8 @@ def verify_variant(var):
 _KNOBS = {"pps": ("verify_splits", "PROGRAMS_PER_SM"), "ds": ("verify_gluon_rules", "DIRECT_SCORES"),
           "sv": ("verify_attention", "SCORE_TILE_VEC"), "m1": ("verify_attention", "MERGE_ONE_STEP_MAX"),
           "ro": ("verify_attention", "RING_ORDER"), "sw": ("verify_gluon_rules", "SPLIT_ROWS_WIDE"),
-          "mt": ("verify_attention", "MERGE_TILE"), "cw": ("verify_gluon_rules", "COPY_WARP")}
+          "mt": ("verify_attention", "MERGE_TILE"), "cw": ("verify_gluon_rules", "COPY_WARP"),
+          "ls": ("verify_gluon_rules", "LANE_SUMS")}
 
 
 def _with_knobs(fn, knobs):

@@ -178,10 +178,11 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0, hl=0):
           f"ldgsts={text.count('LDGSTS')}")
 
 
-def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None, cw=0):
+def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None, cw=0, ls=None):
     """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two). slim / br None: the launcher's rules
-    (kernels/verify_gluon_rules.py). cw=1: the copy-warp form (kernels/verify_pages_ws_gluon.py)."""
+    (kernels/verify_gluon_rules.py). cw=1: the copy-warp form (kernels/verify_pages_ws_gluon.py). ls: running sums
+    per lane (LANE) or per warp; None: the rule (lane_sums)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
     from sgl_spec.kernels import verify_gluon_rules as vgr
@@ -192,8 +193,10 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br
                  l_ptr="*fp32", acc_ptr="*fp32", raw_ptr="*fp32", sc_ptr="*fp32", qk_scale="fp32", sm_scale="fp32")
     slim = vgr.slim_form(G) if slim is None else bool(slim)
     br = vgr.value_branches(G, N, N2, bool(sc)) if br is None else bool(br)
+    ls = vgr.lane_sums() if ls is None else bool(ls)
     const = dict(G=G, N=N, N2=N2, HAS_SCORES=bool(sc), SCORE_LSE=bool(lse), PDL=True, SLIM=slim,
-                 DIRECT=bool(sc) and vgr.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, BR=br)
+                 DIRECT=bool(sc) and vgr.direct_scores(bool(lse), 64 * sub), FIRST=first, SUB=sub, BR=br,
+                 LANE=bool(ls))
     plain = ("NQ", "HQ", "S1", "C", "NS", "ra", "rb", "n_front", "lo_r", "hi_r", "s_qn", "s_pj")
     kernel, opts = vg._verify_pages_kernel, {}
     if cw:
@@ -201,13 +204,14 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br
     cc = compile_sm90(kernel, types, const, plain=plain, num_warps=vgr.NUM_WARPS, num_stages=1,
                       source=GluonASTSource, **opts)
     report(cc, f"verify_pages_gluon G={G} N={N} N2={N2} scores={sc} lse={lse} slim={int(slim)} "
-               f"direct={int(const['DIRECT'])} first={int(first)} br={int(br)} cw={int(bool(cw))} P={64 * sub}")
-    _, ls = loops(sass(cc))
+               f"direct={int(const['DIRECT'])} first={int(first)} br={int(br)} ls={int(ls)} cw={int(bool(cw))} "
+               f"P={64 * sub}")
+    _, lps = loops(sass(cc))
     # the page loop: most MMAs, then the shortest (the copy-warp form's partitions sit in loops around it)
-    ops = max(ls, key=lambda x: (sum(v for k, v in x[2].items() if k.startswith("HMMA")), x[0] - x[1]))[2]
+    ops = max(lps, key=lambda x: (sum(v for k, v in x[2].items() if k.startswith("HMMA")), x[0] - x[1]))[2]
     count = lambda op: sum(v for k, v in ops.items() if k.startswith(op))  # noqa: E731
     print(f"  loop_instr={sum(ops.values())} loop_hmma={count('HMMA')} loop_bar_sync={count('BAR.SYNC')} "
-          f"loop_ldl={count('LDL')} loop_ldgsts={count('LDGSTS')}")
+          f"loop_ldl={count('LDL')} loop_ldgsts={count('LDGSTS')} loop_shfl={count('SHFL')}")
     if cw:  # the copy warp's TMA copies and the partitions' register split
         regs = sorted({int(r) for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", cc.asm["ptx"])})
         print(f"  utmaldg={sass(cc).count('UTMALDG')} setmaxnreg={','.join(map(str, regs))}")
@@ -245,12 +249,12 @@ def _verify_ring_gluon(G=4, NT=32, sub=1):
 if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "draft"
     if what == "verify_gluon":  # sass_report.py verify_gluon [G=4] [N=32] [N2=0] [sc=1] [lse=0] [slim=0|1] [first=0|1]
-        # [P=64|128] [br=0|1] [cw=0|1]
+        # [P=64|128] [br=0|1] [cw=0|1] [ls=0|1]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_gluon(int(kv.get("G", 4)), int(kv.get("N", 32)), int(kv.get("sc", 1)), int(kv.get("lse", 0)),
                       int(kv["slim"]) if "slim" in kv else None, int(kv.get("N2", 0)),
                       bool(int(kv.get("first", 1))), int(kv.get("P", 64)) // 64, int(kv["br"]) if "br" in kv else None,
-                      int(kv.get("cw", 0)))
+                      int(kv.get("cw", 0)), int(kv["ls"]) if "ls" in kv else None)
     elif what == "verify_ring_gluon":  # sass_report.py verify_ring_gluon [G=4] [NT=32] [P=64|128]
         kv = dict(a.split("=") for a in sys.argv[2:] if "=" in a)
         _verify_ring_gluon(int(kv.get("G", 4)), int(kv.get("NT", 32)), int(kv.get("P", 64)) // 64)

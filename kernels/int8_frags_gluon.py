@@ -206,3 +206,12 @@ def _per_warp(x):
     """[256, N] (MMA rows R = 64 r + 16 w + i) -> sums over each warp's 64 rows [4 w, N] (intra-warp)."""
     N: gl.constexpr = x.shape[1]
     return gl.sum(gl.sum(gl.reshape(x, [4, 4, 16, N]), 0), 1)  # r (registers) first, then i (lanes)
+
+
+@gluon.jit
+def _per_lane(x):
+    """[256, N] (MMA rows R = 64 r + 16 w + 8 j + g: lane g of warp w holds rows j = 0, 1 of each r) -> each lane's
+    sums over its own rows [4 w, 8 g, N]: registers only, no shuffles (``_per_warp`` is this, then a sum over g)."""
+    N: gl.constexpr = x.shape[1]
+    return gl.sum(gl.sum(gl.reshape(x, [4, 4, 2, 8, N]), 0), 1)
+

@@ -125,3 +125,18 @@ def copy_warp_form(group: int) -> bool:
     allow it: verify_pages_ws_gluon.copy_warp_supported)."""
     return COPY_WARP and group in COPY_WARP_GROUPS
 
+
+
+# The page loop's running sums l and z per lane, reduced over lanes and warps once after the loop (``_probs`` LANE),
+# instead of over each warp's lanes every group (36 shuffles and as many adds a group at 16 + 8 columns: the copy-warp
+# loop 1921 -> 1850 sm_90 instructions, the epilogue the same size). H200, same process (bench/results/s42/): back to
+# back under the power cap 128k x 8 P = 64 669.8 -> 659.1 µs and 678.0, 677.9 -> 664.4, 665.3 (another machine),
+# 128k x 1 89.6 -> 88.5; flushed single calls 64k x 8 300.9-303.1 -> 290.2-298.9, 128k x 8 P = 128 608.1-609.6 ->
+# 595.8-608.2, 256k x 1 153.2-154.4 -> 152.1-152.4, 64k x 1 and 128k x 1 within 0.3 µs. Outputs within fp32
+# rounding of the per-warp sums, page scores bit-equal (tests/gpu/test_verify_lane_sums_gpu.py).
+LANE_SUMS = True
+
+
+def lane_sums() -> bool:
+    """Whether the Gluon verify page loop keeps its running sums per lane (``LANE_SUMS``)."""
+    return LANE_SUMS

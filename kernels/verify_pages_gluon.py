@@ -18,7 +18,8 @@ program is **four warps and one split of one (request, KV head)**, and pages go 
 * **one softmax step a group.** The group's maximum per row (raw q·k; the four page maxima through shared memory,
   one barrier) rescales the running sums once per four pages; each warp writes its page's ``p' = p s_v`` (fp16, the
   value scale folded in, as the Triton kernel does) to shared memory and keeps its own running row sums ``l`` and
-  value-zero terms ``Σ p (z_v + 7.53125 s_v)``;
+  value-zero terms ``Σ p (z_v + 7.53125 s_v)``, each lane over its own rows (``LANE``: reduced over lanes and warps
+  once after the loop; session 42, ``verify_gluon_rules.LANE_SUMS``);
 * **values, one channel slab a warp.** Warp w reads, for each page of the group, the 16-bit halves of the value
   words holding its 32 channels (two tokens' halves make the V^T A fragment's token pairs, exact centred codes
   c - 128) and accumulates ``O^T [32 channels, N] += V^T p'^T``: N fp32 registers a lane instead of 4 N.
@@ -52,10 +53,10 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
-from sgl_spec.kernels.verify_gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, row_tiles, slim_form,
-                                                value_branches)
+from sgl_spec.kernels.verify_gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, lane_sums, row_tiles,
+                                                slim_form, value_branches)
 from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages,
-                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
+                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx, _sums0)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
 CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
@@ -81,7 +82,7 @@ def _verify_pages_kernel(
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, BR: gl.constexpr = False,
+    SUB: gl.constexpr = 1, BR: gl.constexpr = False, LANE: gl.constexpr = False,
 ):
     _pdl_start(PDL, FIRST)
     # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
@@ -108,7 +109,7 @@ def _verify_pages_kernel(
                    ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
                    pt_ptr + b * s_pb, s_pj, 0, 0, 0, 0, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
                    acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb,
-                   n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, False)
+                   n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, False, LANE)
     _pdl_end(PDL, FIRST)
 
 
@@ -173,12 +174,13 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
                lo_r, hi_r,
                G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr,
                SLIM: gl.constexpr, N2: gl.constexpr, DIRECT: gl.constexpr, SUB: gl.constexpr, BR: gl.constexpr,
-               WS: gl.constexpr):
+               WS: gl.constexpr, LANE: gl.constexpr = False):
     """A program's pages j0 .. j1 - 1 of (request b, KV head h) in groups of four, then its partials at index 1 + s
     (n_c, own_a, own_b: the rows' columns and own pages, computed by the caller before its q^T tiles).
     The buffers' bytes come by cp.async from these four warps (WS False: the copy helpers below, the pointer
     arguments used), or (WS True: the compute partition of kernels/verify_pages_ws_gluon.py, the pointer arguments
-    unused) from the copy warp's TMA copies, waited for on kfull / vfull and handed back on kempty / vempty."""
+    unused) from the copy warp's TMA copies, waited for on kfull / vfull and handed back on kempty / vempty.
+    LANE: the running sums l and z per lane (``verify_gluon_rules.LANE_SUMS``, ``_probs``)."""
     n_scored = q_start // (64 * SUB) * SUB
     # ---- index tensors -------------------------------------------------------------------------------------------
     if not WS:
@@ -194,14 +196,14 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
     m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
     acc = gl.zeros([128, N], gl.float32, layout=MMA)
     zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
-    l_w = _per_warp(zero_s)  # [4 w, N] per-warp running sums (warp w: the group's page w)
-    z_w = _per_warp(zero_s)
+    l_w = _sums0(zero_s, LANE)  # running sums: [4 w, N] per warp (warp w: the group's page w), or per lane
+    z_w = _sums0(zero_s, LANE)
     if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
         m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
         acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
         zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
-        l_wb = _per_warp(zero_b)
-        z_wb = _per_warp(zero_b)
+        l_wb = _sums0(zero_b, LANE)
+        z_wb = _sums0(zero_b, LANE)
     else:
         zero_b = zero_s
 
@@ -248,11 +250,11 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
                 ps4 = gl.sum(gl.reshape(ps4, [4 // SUB, SUB, N]), 1)
             lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
             _store_raw(raw_ptr, s_rb, s_rh, b, h, jb // SUB, lse, gl.minimum(n_scored, j1) // SUB, n_front, G, N)
-        l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
+        l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w, LANE)
         m_run = m_new
         if N2 > 0:
             m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
-            l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
+            l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb, LANE)
         if WS:
             mbarrier.wait(vfull, ph)  # this group's values
             gl.thread_barrier()  # p' visible
@@ -282,10 +284,10 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
 
     # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
     _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
-                   lo_r, hi_r, G)
+                   lo_r, hi_r, G, LANE)
     if N2 > 0:
         _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
-                       s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
+                       s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, LANE)
 
 
 @gluon.jit
@@ -391,6 +393,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
-        BR=value_branches(G, n1, n2, has_scores),
+        BR=value_branches(G, n1, n2, has_scores), LANE=lane_sums(),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

@@ -28,7 +28,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
-from sgl_spec.kernels.verify_gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
+from sgl_spec.kernels.verify_gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, lane_sums, row_tiles, slim_form,
+                                                value_branches)
 from sgl_spec.kernels.verify_pages_gluon import FLAT, PSM, VSM, _page_loop, _pdl_end, _pdl_start, _q_tiles, _split
 from sgl_spec.kernels.verify_rows_gluon import _row_pages
 
@@ -63,7 +64,7 @@ def _verify_pages_ws_kernel(
     kud, kld, vud, vld, ksd, kzd, vsd, vzd, rk_p, rk_h, rs_p, rs_h, rv_p, rv_h,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
     SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, BR: gl.constexpr = False,
+    SUB: gl.constexpr = 1, BR: gl.constexpr = False, LANE: gl.constexpr = False,
 ):
     _pdl_start(PDL, FIRST)
     gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
@@ -108,7 +109,7 @@ def _verify_pages_ws_kernel(
                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, kfull, kempty, vfull, vempty, q_start, j0,
                           j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb,
                           s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, N, HAS_SCORES,
-                          SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, True)),
+                          SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, True, LANE)),
             (_produce, (kud, kld, vud, vld, ksd, kzd, vsd, vzd, kt_u, kt_l, st_s, st_z, vst_s, vst_z, vt_u, vt_l,
                         kfull, kempty, vfull, vempty, pt_ptr + b * s_pb, s_pj, rk_p, rk_h, rs_p, rs_h, rv_p, rv_h, h,
                         j0, j1, SUB)),
@@ -179,6 +180,6 @@ def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pa
         *row_strides(words[0], 16), *row_strides(ks32, 64), *row_strides(store.v_scale, 64),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
         DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
-        BR=value_branches(G, n1, n2, has_scores),
+        BR=value_branches(G, n1, n2, has_scores), LANE=lane_sums(),
         num_warps=NUM_WARPS, maxnreg=WS_MAXNREG, **pdl_kwargs(q.device),
     )

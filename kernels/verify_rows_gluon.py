@@ -9,7 +9,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from sgl_spec.kernels.draft_pages_gluon import _key_channel
-from sgl_spec.kernels.int8_frags_gluon import COLS, ROWS, _mx_layout, _per_warp, _value_row_channel
+from sgl_spec.kernels.int8_frags_gluon import COLS, ROWS, _mx_layout, _per_lane, _per_warp, _value_row_channel
 
 
 @gluon.jit
@@ -93,25 +93,51 @@ def _group_max(sc, m_run, mx, qk_scale):
 
 
 @gluon.jit
-def _probs(p, alpha, vs, vz, psm, l_w, z_w):
-    """p' = p s_v (fp16) into shared memory (page * 64 + token rows) and the per-warp running row sums l and
-    Σ p (z_v + 7.53125 s_v), rescaled by alpha."""
+def _sums0(zero, LANE: gl.constexpr):
+    """Zero running sums for ``_probs``: per warp [4 w, N], or per lane [4 w, 8 g, N] (LANE)."""
+    if LANE:
+        return _per_lane(zero)
+    else:
+        return _per_warp(zero)
+
+
+@gluon.jit
+def _probs(p, alpha, vs, vz, psm, l_w, z_w, LANE: gl.constexpr = False):
+    """p' = p s_v (fp16) into shared memory (page * 64 + token rows) and the running row sums l and
+    Σ p (z_v + 7.53125 s_v), rescaled by alpha: per warp (the lanes' sums reduced every group), or per lane (LANE:
+    each lane's own rows only, the lanes reduced once in ``_store_partial``; 36 shuffles and as many adds less a
+    group at 16 + 8 columns, sm_90 SASS)."""
     NT: gl.constexpr = p.shape[1]
-    a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
     vsf = vs.to(gl.float32)
-    l_w = l_w * a4 + _per_warp(p)
-    z_w = z_w * a4 + _per_warp(p * (vz.to(gl.float32) + 7.53125 * vsf)[:, None])
+    vzf = (vz.to(gl.float32) + 7.53125 * vsf)[:, None]
+    if LANE:
+        a4 = gl.convert_layout(alpha, gl.SliceLayout(0, gl.SliceLayout(1, l_w.type.layout)))[None, None, :]
+        l_w = l_w * a4 + _per_lane(p)
+        z_w = z_w * a4 + _per_lane(p * vzf)
+    else:
+        a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
+        l_w = l_w * a4 + _per_warp(p)
+        z_w = z_w * a4 + _per_warp(p * vzf)
     p16 = (p * vsf[:, None]).to(gl.float16)
     psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, NT]), [1, 0, 2, 3]), [256, NT]))
     return l_w, z_w
 
 
 @gluon.jit
+def _col_total(x, LANE: gl.constexpr):
+    """``_probs``' running sums -> one sum a column [N] (COLS)."""
+    if LANE:  # the lanes first (shuffles), then the warps (through shared memory: a quarter of the data)
+        return gl.convert_layout(gl.sum(gl.sum(x, 1), 0), COLS)
+    else:
+        return gl.convert_layout(gl.sum(x, 0), COLS)
+
+
+@gluon.jit
 def _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb,
-                   n_front, lo_r, hi_r, G: gl.constexpr):
+                   n_front, lo_r, hi_r, G: gl.constexpr, LANE: gl.constexpr = False):
     """One tile's partial (m, l, unnormalized acc) of the columns n_c at partial index 1 + split."""
-    l_r = gl.convert_layout(gl.sum(l_w, 0), COLS)
-    z_r = gl.convert_layout(gl.sum(z_w, 0), COLS)
+    l_r = _col_total(l_w, LANE)
+    z_r = _col_total(z_w, LANE)
     o = acc * 0.0625 + z_r[None, :]
     i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
     hq = h * G + n_c % G
