@@ -1,7 +1,8 @@
 """Shared inputs of the GPU kernel tests (tests/gpu/test_kernels_gpu.py, test_verify_gpu.py,
-test_verify_copy_warp_gpu.py): Llama-3-8B attention shapes (Hq=32, Hkv=8, D=128, bf16 K/V), a random batch of
-quantized pages with poisoned unused slots, and the tolerance every comparison uses. The tests run page sizes 64 and
-128, batches 1/3/17 and contexts of 1, 63 and 4097 tokens with the other requests of a batch at random shorter lengths.
+test_verify_copy_warp_gpu.py, test_verify_lane_sums_gpu.py): Llama-3-8B attention shapes (Hq=32, Hkv=8, D=128, bf16
+K/V), a random batch of quantized pages with poisoned unused slots, and the tolerance every comparison uses. The tests
+run page sizes 64 and 128, batches 1/3/17 and contexts of 1, 63 and 4097 tokens with the other requests of a batch at
+random shorter lengths.
 
 Inputs that a correct kernel must never give weight to are poisoned with large finite values: ring positions past a
 request's newest token, and page-table entries past a request's page list (they point at a page whose scales are
@@ -83,6 +84,16 @@ class Batch:
 
     def i32(self, xs):
         return torch.tensor(xs, dtype=torch.int32, device=self.page_table.device)
+
+
+def verify_window(B, ctx, P, nq, gen, hq=HQ, dtype=torch.bfloat16, dev="cuda"):
+    """A Batch (request 0 ``ctx`` tokens) and a window of its requests' last ``nq`` tokens as queries: (bt, q, q_start,
+    args), args the positional arguments of verify_attention and its reference (hot K/V in ``dtype``)."""
+    bt = Batch(_lens(B, ctx, nq, gen), P, gen, dev)
+    q = torch.randn(B, nq, hq, D, generator=gen).to(dev, dtype)
+    q_start = bt.i32([n - nq for n in bt.lens])
+    return bt, q, q_start, (q, bt.store, bt.page_table, q_start, bt.hot_k.to(dtype), bt.hot_v.to(dtype), bt.hot_slot,
+                            SM)
 
 
 class NewTokenCase:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_cases import HKV, HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import HKV, _close, _kernels, verify_window  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -32,10 +32,7 @@ def test_copy_warp_form_equals_cp_async_form(B, ctx, P, nq, monkeypatch):
     tri, ref = _kernels("verify_attention")
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 37)
     nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen)
     for kind in ("max", "lse"):
         sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
         want = ref(*args, scores=sc_ref, score_kind=kind)

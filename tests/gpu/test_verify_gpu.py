@@ -8,7 +8,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_cases import HKV, HQ, D, SM, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import HKV, HQ, D, SM, Batch, _close, _kernels, verify_window  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -21,10 +21,7 @@ def test_verify_attention(B, ctx, P, nq):
     tri, ref = _kernels("verify_attention")
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq)
     nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen)
     sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     sc_ref = sc.clone()
     out = torch.full_like(q, float("nan"))
@@ -86,10 +83,7 @@ def test_verify_gluon_ring_launch(B, ctx, P, nq, G, dtype):
     tri, ref = _kernels("verify_attention")
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + G)
     nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, G * HKV, D, generator=gen).to("cuda", dtype)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k.to(dtype), bt.hot_v.to(dtype), bt.hot_slot, SM)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen, hq=G * HKV, dtype=dtype)
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     scores = []
@@ -141,10 +135,7 @@ def test_verify_long_window(B, ctx, P, nq):
     one 32-row tile (block_rows), the batch-invariant one in row blocks of 16; both against the reference."""
     tri, ref = _kernels("verify_attention")
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 1)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, 2 * HKV, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen, hq=2 * HKV)
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     for invariant in (False, True):

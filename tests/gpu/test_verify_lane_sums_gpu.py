@@ -12,7 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gpu_cases import HKV, HQ, SM, D, Batch, _close, _kernels, _lens  # noqa: E402
+from gpu_cases import HKV, _close, _kernels, verify_window  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -29,10 +29,7 @@ def test_lane_sums(B, ctx, P, nq, cw, monkeypatch):
     monkeypatch.setattr(vgr, "COPY_WARP", cw)
     gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 41)
     nq = min(nq, ctx)
-    bt = Batch(_lens(B, ctx, nq, gen), P, gen)
-    q = torch.randn(B, nq, HQ, D, generator=gen).to("cuda", torch.bfloat16)
-    q_start = bt.i32([n - nq for n in bt.lens])
-    args = (q, bt.store, bt.page_table, q_start, bt.hot_k, bt.hot_v, bt.hot_slot, SM)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen)
     sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
     want = ref(*args, scores=sc_ref)
     for invariant in (False, True):
