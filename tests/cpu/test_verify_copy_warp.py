@@ -17,13 +17,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SMEM_PER_SM = 228 * 1024
 
 
-def _report(G, N, N2, P, cw):
+def _report(G, N, N2, P, cw, ls=None):
+    """sass_report.py's verify_gluon report of one form (ls None: the running sums as the rule says)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
+    extra = [] if ls is None else [f"ls={ls}"]
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"N2={N2}", f"P={P}", f"cw={cw}"], capture_output=True, text=True, env=env, cwd=ROOT,
+                          f"N2={N2}", f"P={P}", f"cw={cw}", *extra], capture_output=True, text=True, env=env, cwd=ROOT,
                          timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert f"cw={cw} P={P}:" in res.stdout, res.stdout[-2000:]
+    assert f"{'' if ls is None else f'ls={ls} '}cw={cw} P={P}:" in res.stdout, res.stdout[-2000:]
     return res.stdout
 
 
@@ -93,16 +95,6 @@ def test_copy_warp_needs_contiguous_planes_and_scales_in_whole_rows():
     assert not copy_warp_supported(words, ks32, kz32, odd_heads, odd_heads)
 
 
-def _report_ls(G, N, N2, P, cw, ls):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), "verify_gluon", f"G={G}", f"N={N}",
-                          f"N2={N2}", f"P={P}", f"cw={cw}", f"ls={ls}"], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert f"ls={ls} cw={cw} P={P}:" in res.stdout, res.stdout[-2000:]
-    return res.stdout
-
-
 # the running sums per lane (verify_gluon_rules.LANE_SUMS): Llama-3-8B's γ+1 = 5 in the copy-warp form, and
 # pycode-30m's cp.async form (G = 2, one 32-column tile)
 @pytest.mark.parametrize("G,N,N2,cw", [(4, 16, 8, 1), (2, 32, 0, 0)])
@@ -110,7 +102,7 @@ def test_lane_sums_take_the_shuffles_out_of_the_page_loop(G, N, N2, cw):
     """Per lane, the page loop keeps only the page maxima's shuffles (sm_90, Triton 3.6: 21 against 57 at 16 + 8
     columns, the loop 1850 against 1921 instructions); the MMAs and the registers' budget stay as they were."""
     pytest.importorskip("triton.experimental.gluon")
-    lane, warp = _report_ls(G, N, N2, 64, cw, 1), _report_ls(G, N, N2, 64, cw, 0)
+    lane, warp = _report(G, N, N2, 64, cw, ls=1), _report(G, N, N2, 64, cw, ls=0)
     assert _num(lane, "loop_hmma") == _num(warp, "loop_hmma") == 64 * (N + N2) // 8, lane[-2000:]
     # the per-warp sums reduce l and z over 8 lanes every group: 3 shuffle levels x (N + N2) / 4 columns a lane x 2
     assert _num(warp, "loop_shfl") - _num(lane, "loop_shfl") >= 6 * (N + N2) // 4, (lane[-2000:], warp[-2000:])
