@@ -214,4 +214,3 @@ def _per_lane(x):
     sums over its own rows [4 w, 8 g, N]: registers only, no shuffles (``_per_warp`` is this, then a sum over g)."""
     N: gl.constexpr = x.shape[1]
     return gl.sum(gl.sum(gl.reshape(x, [4, 4, 2, 8, N]), 0), 1)
-

@@ -126,7 +126,6 @@ def copy_warp_form(group: int) -> bool:
     return COPY_WARP and group in COPY_WARP_GROUPS
 
 
-
 # The page loop's running sums l and z per lane, reduced over lanes and warps once after the loop (``_probs`` LANE),
 # instead of over each warp's lanes every group (36 shuffles and as many adds a group at 16 + 8 columns: the copy-warp
 # loop 1921 -> 1850 sm_90 instructions, the epilogue the same size). H200, same process (bench/results/s42/): back to

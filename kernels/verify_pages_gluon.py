@@ -55,8 +55,8 @@ from sgl_spec.kernels.int8_frags_gluon import (COLS, MMA, OPA, OPB, ROWS, VH, VS
                                                _scores, _values_a)
 from sgl_spec.kernels.verify_gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, lane_sums, row_tiles,
                                                 slim_form, value_branches)
-from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages,
-                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx, _sums0)
+from sgl_spec.kernels.verify_rows_gluon import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages, _row_sums,
+                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
 CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
@@ -196,14 +196,14 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
     m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
     acc = gl.zeros([128, N], gl.float32, layout=MMA)
     zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
-    l_w = _sums0(zero_s, LANE)  # running sums: [4 w, N] per warp (warp w: the group's page w), or per lane
-    z_w = _sums0(zero_s, LANE)
+    l_w = _row_sums(zero_s, LANE)  # running sums: [4 w, N] per warp (warp w: the group's page w), or per lane
+    z_w = _row_sums(zero_s, LANE)
     if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
         m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
         acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
         zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
-        l_wb = _sums0(zero_b, LANE)
-        z_wb = _sums0(zero_b, LANE)
+        l_wb = _row_sums(zero_b, LANE)
+        z_wb = _row_sums(zero_b, LANE)
     else:
         zero_b = zero_s
 

@@ -93,12 +93,12 @@ def _group_max(sc, m_run, mx, qk_scale):
 
 
 @gluon.jit
-def _sums0(zero, LANE: gl.constexpr):
-    """Zero running sums for ``_probs``: per warp [4 w, N], or per lane [4 w, 8 g, N] (LANE)."""
+def _row_sums(x, LANE: gl.constexpr):
+    """[256, N] -> ``_probs``' running-sum shape: per warp [4 w, N], or per lane [4 w, 8 g, N] (LANE)."""
     if LANE:
-        return _per_lane(zero)
+        return _per_lane(x)
     else:
-        return _per_warp(zero)
+        return _per_warp(x)
 
 
 @gluon.jit
@@ -112,12 +112,10 @@ def _probs(p, alpha, vs, vz, psm, l_w, z_w, LANE: gl.constexpr = False):
     vzf = (vz.to(gl.float32) + 7.53125 * vsf)[:, None]
     if LANE:
         a4 = gl.convert_layout(alpha, gl.SliceLayout(0, gl.SliceLayout(1, l_w.type.layout)))[None, None, :]
-        l_w = l_w * a4 + _per_lane(p)
-        z_w = z_w * a4 + _per_lane(p * vzf)
     else:
         a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
-        l_w = l_w * a4 + _per_warp(p)
-        z_w = z_w * a4 + _per_warp(p * vzf)
+    l_w = l_w * a4 + _row_sums(p, LANE)
+    z_w = z_w * a4 + _row_sums(p * vzf, LANE)
     p16 = (p * vsf[:, None]).to(gl.float16)
     psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, NT]), [1, 0, 2, 3]), [256, NT]))
     return l_w, z_w
