@@ -2,13 +2,13 @@
 share a server.
 
 A policy name is ``dense``, ``streaming``, ``topk-last`` or ``topk[+r<share>][+ema<β>|+max]`` (top-k with a recent
-share and/or score smoothing, sgl_spec/pagetable.py), or ``topk-head[...]`` (the same per kv head: each kv head of a
+share and/or score smoothing, sgl_spec/pages/policies.py), or ``topk-head[...]`` (the same per kv head: each kv head of a
 layer its own top-k pages), each with ``+lse`` for log-sum-exp page scores (``--quantspec-page-score lse``: a server
 flag, so per-request servers are split by score kind). A configuration is a dict(policy, ratio (None for dense), gamma).
 """
 from __future__ import annotations
 
-LABEL_KEY = "quantspec_draft"  # sgl_spec/pagestudy.py (not imported: the bench runs without the server's packages)
+LABEL_KEY = "quantspec_draft"  # sgl_spec/experimental/page_study.py (not imported: the bench runs without the server's packages)
 
 
 # The select grid's default: StreamingLLM, plain top-k, and top-k with recent pages and/or score smoothing.
@@ -95,6 +95,6 @@ def jobs(a, configs) -> list[dict]:
 
 
 def label(cfg) -> str:
-    """The per-request label of a configuration (sgl_spec/pagestudy.py); +lse is the server's flag, not the label's."""
+    """The per-request label of a configuration (sgl_spec/experimental/page_study.py); +lse is the server's flag, not the label's."""
     name = "+".join(x for x in cfg["policy"].split("+") if x != "lse")
     return f"{name}@{cfg['ratio']}"

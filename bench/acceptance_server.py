@@ -1,16 +1,16 @@
 """Start a real SGLang server for the acceptance study, on CPU (this repo's test setup) or on a CUDA machine.
 
-* CPU: exactly tests/cpu/harness.py's command and environment (shims, ``--device cpu``, torch_native helpers,
+* CPU: exactly tests/support/harness.py's command and environment (shims, ``--device cpu``, torch_native helpers,
   ``SGLANG_USE_CPU_ENGINE=1``, its DEFAULT_ARGS); our arguments come after them and win.
 * CUDA: ``<python> -m sglang.launch_server --device cuda`` with ``PYTHONPATH=<overlay>:<site>`` (site: the GPU kit's
   offline install, /tmp/site), HF offline, no shims. The overlay is a temporary folder that makes *this working
-  tree* importable as the installed package would be (``sgl_spec`` with ``sgl_spec.kernels`` = kernels/,
-  ``sgl_spec.patches`` = patches/, and a dist-info whose entry point registers the SGLang plugin), so the GPU machine
+  tree* importable as the installed package would be (``sgl_spec`` with ``sgl_spec.kernels`` = sgl_spec/kernels/,
+  ``sgl_spec.patches`` = sgl_spec/patches/, and a dist-info whose entry point registers the SGLang plugin), so the GPU machine
   needs no pip install and always runs the tree being benchmarked.
 
 The client side uses the standard library only (urllib): on the GPU machine the bench itself runs without the site
 folder on its path. The server runs in its own session; on exit its process group gets SIGTERM, then SIGKILL.
-cwd is the log folder, never the repo root (``python -m`` puts cwd first on sys.path, and the repo's kernels/ would
+cwd is the log folder, never the repo root (``python -m`` puts cwd first on sys.path, and the repo's sgl_spec/kernels/ would
 shadow PyPI's ``kernels``).
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def server_ports(index: int, seed: int) -> tuple[int, int]:
 
 
 def make_overlay(folder: Path) -> Path:
-    """``folder/sgl_spec`` -> this tree's sgl_spec/ files + kernels/ + patches/, plus the plugin's dist-info."""
+    """``folder/sgl_spec`` -> this tree's sgl_spec/ files + sgl_spec/kernels/ + sgl_spec/patches/, plus the plugin's dist-info."""
     pkg = folder / "sgl_spec"
     pkg.mkdir(parents=True, exist_ok=True)
     for f in (REPO / "sgl_spec").iterdir():
@@ -86,11 +86,11 @@ def make_overlay(folder: Path) -> Path:
 def command_and_env(device, model, port, args, python=None, site="/tmp/site", overlay=None):
     args = [str(a) for a in args]
     if device == "cpu":
-        sys.path.insert(0, str(REPO / "tests" / "cpu"))
+        sys.path.insert(0, str(REPO / "tests" / "support"))
         import harness
 
         if harness.test_device() != "cpu":
-            raise RuntimeError("--device cpu uses tests/cpu/harness.py's CPU setup: unset SGL_SPEC_TEST_DEVICE")
+            raise RuntimeError("--device cpu uses tests/support/harness.py's CPU setup: unset SGL_SPEC_TEST_DEVICE")
         return harness.server_command(model, port, args), harness.server_env()
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
@@ -121,7 +121,7 @@ class Server:
     def generate(self, input_ids, max_new_tokens, timeout=1800, custom_params=None):
         params = {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}
         if custom_params:
-            params["custom_params"] = custom_params  # e.g. the per-request draft policy (sgl_spec/pagestudy.py)
+            params["custom_params"] = custom_params  # e.g. the per-request draft policy (sgl_spec/experimental/page_study.py)
         payload = {"input_ids": list(input_ids), "sampling_params": params}
         req = urllib.request.Request(self.url + "/generate", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})

@@ -12,8 +12,8 @@ error) and windows of Python text (bench/e2e_prompts.py, the e2e benchmark's cor
 positions t of a prompt and each layer, pages are selected as the server does after a verify, from the query of row
 ``t - lag`` (the round's first row; lag = how many draft steps later row t is drafted): page score = max over the
 page's tokens of the logit, max over the query heads of a KV-head group, summed over KV heads
-(kernels/verify_attention.py's default score), sink pages forced, ``k = min(n, max(min_pages, ceil(ratio·n)))`` of
-the ``n = (t - lag) // P`` complete pages (sgl_spec/pagetable.py): the ``topk`` policy, one list per layer (the
+(sgl_spec/kernels/verify_attention/triton.py's default score), sink pages forced, ``k = min(n, max(min_pages, ceil(ratio·n)))`` of
+the ``n = (t - lag) // P`` complete pages (sgl_spec/pages/policies.py): the ``topk`` policy, one list per layer (the
 server's default ``topk-head`` keeps one per KV head; acceptance_head.json has the two within 0.01 of α at 7%). Captured mass = the share of row t's softmax
 (per query head) on the selected pages plus every token from page n on (the ring and the pages the round
 completes, which a draft reads in full). lag 0 is the best this selection rule can do at that budget.
@@ -56,9 +56,9 @@ def _rope(x, pos, theta):
 @torch.no_grad()
 def forward_qk(cfg, w, ids, rows):
     """Llama forward over ``ids``: (K per layer [Hkv, T, D] after RoPE, Q per layer [Hq, rows, D] of the last
-    ``rows`` positions, logits [T, V]). Written out instead of loading transformers' model (tests/cpu/oracle.py's
-    attention hook) because that import needs a test-only shim on CPU torch (tests/cpu/shims/torchvision_fix.py);
-    tests/cpu/test_attention_mass.py checks it against Hugging Face's logits."""
+    ``rows`` positions, logits [T, V]). Written out instead of loading transformers' model (tests/support/oracle.py's
+    attention hook) because that import needs a test-only shim on CPU torch (tests/shims/torchvision_fix.py);
+    tests/bench/test_attention_mass.py checks it against Hugging Face's logits."""
     ks, _, qs, logits = forward_kvq(cfg, w, ids, rows, len(ids))
     return ks, qs, logits
 

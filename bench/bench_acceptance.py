@@ -9,7 +9,7 @@ long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-to
   alpha  per-token acceptance α (Leviathan et al. 2023, §3.1: the probability that a draft token is accepted given
          that the drafts before it were): accepted / (accepted + rejected) draft tokens, where a verify that accepted
          n < γ drafts rejected one (h[n], below) and one that accepted all γ rejected none. This is the maximum-
-         likelihood α of the i.i.d. model behind τ = (1 - α^(γ+1)) / (1 - α), the model sgl_spec/costmodel.py uses;
+         likelihood α of the i.i.d. model behind τ = (1 - α^(γ+1)) / (1 - α), the model sgl_spec/speculative/cost_model.py uses;
          drafts after the first rejection are never judged, so they count neither way.
   keep   accepted / proposed draft tokens (spec_num_correct_drafts / spec_num_proposed_drafts): the share of the
          drafted tokens that end up in the output; it falls with γ at a fixed α (with α = 0.95 and γ = 8 it is 0.80),
@@ -25,12 +25,12 @@ Policies: dense (--quantspec-dense-draft: every page, upper 4-bit plane), stream
 one page list per kv head ranked by that head's own scores, same options), +lse on either (pages ranked by their
 log-sum-exp of the score rows' logits instead of the max logit), topk-last (the last
 accepted token's scores); all sparse ones get the same budget per layer, k = min(n, max(--min-pages, ceil(ratio·n)))
-of the n complete pages, sink pages included (sgl_spec/pagetable.py). Every configuration is lossless, so greedy
+of the n complete pages, sink pages included (sgl_spec/pages/policies.py). Every configuration is lossless, so greedy
 outputs must agree across configurations (bit-exact on the fp32 CPU smoke run; on bf16 GPUs a near-tie can flip
 when γ or the batch changes the summation order): reported, not enforced.
 
 Servers: with --per-request (default) one server per γ runs every streaming/topk* configuration, each request
-naming its policy and ratio (sgl_spec/pagestudy.py); dense and topk-last get a server each. A launch costs ~60 s on
+naming its policy and ratio (sgl_spec/experimental/page_study.py); dense and topk-last get a server each. A launch costs ~60 s on
 the H100 (measured: 55-65 s with 4 at once) against ~10-15 s of decoding per configuration, so this is what makes
 the select grid (8 policies x 3 ratios x 4 γ) fit one command. Parallel servers get fixed ports below the ephemeral
 range (acceptance_server.server_ports: SGLang's own distributed port pick raced, EADDRINUSE).
@@ -95,10 +95,10 @@ def parse_args(argv=None):
     ap.add_argument("--policies", type=lambda s: s.split(","), default=None, help=(
         "dense, topk-last, streaming, or topk[-head][+r<share>][+ema<β>|+max][+lse] (topk-head: per-kv-head tables; "
         "+lse: log-sum-exp page scores; recent share, score smoothing: "
-        "sgl_spec/pagetable.py); default: dense,topk,streaming,topk-last (select grid: SELECT_POLICIES)"))
+        "sgl_spec/pages/policies.py); default: dense,topk,streaming,topk-last (select grid: SELECT_POLICIES)"))
     ap.add_argument("--per-request", action=argparse.BooleanOptionalAction, default=True, help=(
         "one server per γ serves every streaming/topk* configuration, each request naming its policy and ratio "
-        "(--quantspec-draft-pages per-request, sgl_spec/pagestudy.py); dense and topk-last get servers of their "
+        "(--quantspec-draft-pages per-request, sgl_spec/experimental/page_study.py); dense and topk-last get servers of their "
         "own. --no-per-request: one server per configuration (default: per-request)"))
     ap.add_argument("--ratios", type=floats, default=[0.03, 0.07, 0.15], help="topk and streaming budgets")
     ap.add_argument("--last-ratios", type=floats, default=[0.07], help="topk-last budgets")

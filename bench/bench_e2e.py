@@ -10,7 +10,7 @@ Modes (bench/e2e_server.py): bf16 (stock SGLang, default backend), int8 (``--att
 int8-eager (same without CUDA graphs), spec-dense (``--spec-algo quantspec --quantspec-dense-draft``) and spec-topk
 (``--spec-algo quantspec``), both with ``--quantspec-speculate always`` (the raw speculative mode), spec-sync (spec-topk
 on SGLang's non-overlap scheduler, ``--disable-overlap-schedule``: what overlap scheduling gains), spec-unfused (spec-topk
-drafting with SGLang's own decoder layers, ``--quantspec-fused-draft off``: what sgl_spec/draft_layers.py gains), and spec-auto
+drafting with SGLang's own decoder layers, ``--quantspec-fused-draft off``: what sgl_spec/speculative/draft_layers.py gains), and spec-auto
 (``--spec-algo quantspec`` alone: the default server, auto-off included). ``--gammas`` applies to the spec modes;
 ``auto`` takes each mode's best γ of the sweeps already in the JSON (spec-auto: spec-topk's; else the cost model's).
 

@@ -186,7 +186,7 @@ def run_config(a, ctx, B, P, env, timer, gen):
     qs = [torch.randn(B, 1, HQ, D, device=dev, dtype=DTYPE) for _ in range(c)]
     engine = None if a.draft_engine == "triton" else a.draft_engine  # None: draft_decode's default (Triton)
     if engine == "auto":  # as the server resolves --quantspec-draft-kernel auto (ops on CPU: the reference, no engine)
-        from sgl_spec.kernels.draft_launch import gluon_draft_support
+        from sgl_spec.kernels.draft_decode.launch import gluon_draft_support
 
         engine = None if gluon_draft_support(dev, P, D, HQ // HKV) else "gluon"
     for label, sparse in (("draft_dense", None), ("draft_sparse", (a.ratio, a.min_pages, a.sink_pages))):
@@ -206,7 +206,7 @@ def run_config(a, ctx, B, P, env, timer, gen):
         bname, bms = next(iter(base[nq].items()))
         veng = None if a.verify_engine == "triton" else a.verify_engine
         if veng == "auto":  # as the server resolves --quantspec-verify-kernel auto: Gluon from auto_min_pairs pairs
-            from sgl_spec.kernels.verify_gluon_rules import auto_min_pairs, gluon_verify_support
+            from sgl_spec.kernels.verify_attention.gluon_rules import auto_min_pairs, gluon_verify_support
 
             few = B * HKV < auto_min_pairs(HQ // HKV)
             veng = None if few or gluon_verify_support(dev, P, D, HQ // HKV, nq) else "gluon"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """EXTEND (prefill) attention under the INT8 view, one layer call: the fp32 einsum path vs the SDPA path (fp16,
 memory-efficient kernel), and stock SDPA over the same keys in BF16 with a causal mask as a yardstick (what a BF16
-prefill chunk's attention costs; not the same function). sgl_spec/prefill_ref.py.
+prefill chunk's attention costs; not the same function). sgl_spec/kvcache/prefill.py.
 
 One call = one request's chunk of ``--chunk`` new tokens after ``--prefix`` cached tokens, Llama-3-8B layer shapes
 (Hq 32, Hkv 8, D 128), page 64. Medians of CUDA-event timings after a warm-up; outputs of the two paths compared.
@@ -24,9 +24,9 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sgl_spec.kvformat import KVFormat  # noqa: E402
-from sgl_spec.kernels.quantize_pages_ref import quantize_pages_ref  # noqa: E402
-from sgl_spec.prefill_ref import extend_attention  # noqa: E402
+from sgl_spec.kvcache.format import KVFormat  # noqa: E402
+from sgl_spec.kernels.quantize_pages.ref import quantize_pages_ref  # noqa: E402
+from sgl_spec.kvcache.prefill import extend_attention  # noqa: E402
 
 
 def case(prefix, chunk, Hq, Hkv, D, P, dev, seed=0):

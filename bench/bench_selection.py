@@ -5,7 +5,7 @@ One attention-only round of an L-layer model, every layer: γ x draft_decode ove
 pages, 1 sink: the server's defaults) + one verify_attention over γ+1 rows. Timed as one CUDA graph each:
 
   base      verify without scores, no selection (what a round would cost if the draft pages came for free)
-  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pagetable.py: one
+  <policy>  verify with scores (every layer) + the policy's ``after_verify`` (sgl_spec/pages/policies.py: one
             select_topk_pages launch over all layers: forced recent/completed pages, score smoothing if any, the
             per-slot table update) + its next ``for_round`` (the batch's page lists from the per-slot tables), for
             each --policies entry
@@ -40,9 +40,11 @@ from types import SimpleNamespace
 import torch
 
 import kernel_cases  # noqa: F401  (makes sgl_spec importable from this checkout)
-from sgl_spec import ops, pagetable
-from sgl_spec.kernels.select_topk_pages_ref import page_counts
-from sgl_spec.kvformat import KVFormat
+from sgl_spec.kernels.draft_decode import draft_decode
+from sgl_spec.kernels.verify_attention import verify_attention
+from sgl_spec.pages import policies as pagetable
+from sgl_spec.kernels.select_topk_pages.ref import page_counts
+from sgl_spec.kvcache.format import KVFormat
 
 T0 = time.time()
 MODELS = {"pycode-30m": dict(L=8, hq=4, hkv=2, d=128), "llama3-8b": dict(L=32, hq=32, hkv=8, d=128)}
@@ -202,8 +204,8 @@ def run_config(a, name, m, ctx, B, t, gen):
         for li in range(L):
             p, (ids, cnt, _) = pools[li % copies], pages[li % copies]
             for _ in range(G):
-                ops.draft_decode(qd, p.store, ids, cnt, p.hot_k, p.hot_v, p.slot, hot_start, hot_len, sm, out=od)
-            ops.verify_attention(qv, p.store, p.table, q_start, p.hot_k, p.hot_v, p.slot, sm,
+                draft_decode(qd, p.store, ids, cnt, p.hot_k, p.hot_v, p.slot, hot_start, hot_len, sm, out=od)
+            verify_attention(qv, p.store, p.table, q_start, p.hot_k, p.hot_v, p.slot, sm,
                                  scores=scores[li] if with_scores else None, out=ov, score_kind=kind)
 
     row = dict(model=name, L=L, hq=hq, hkv=hkv, head_dim=d, ctx=ctx, batch=B, page=P, gamma=G, pages_drafted=k,

@@ -48,7 +48,7 @@ def parse_variants(text):
 
 
 def draft_kwargs(var, B, maxp, P):
-    from sgl_spec.kernels import draft_decode as dd
+    from sgl_spec.kernels.draft_decode import triton as dd
 
     kw = {}
     if "ns" in var:
@@ -93,7 +93,7 @@ def draft_kwargs(var, B, maxp, P):
         kw["stages"] = int(var["as"])
     if "tma" in var:  # Gluon ring: its pages copied by TMA (1) or cp.async (0)
         kw["stream_tma"] = bool(int(var["tma"]))
-    if "gl" in var:  # page programs in Gluon (kernels/draft_pages_gluon.py)
+    if "gl" in var:  # page programs in Gluon (sgl_spec/kernels/draft_decode/gluon_pages.py)
         kw["engine"] = "gluon" if int(var["gl"]) else "triton"
     return kw
 
@@ -107,7 +107,7 @@ KERNEL_KW = ("prefetch", "flat_scales", "maxnreg", "min_pages_per_split", "merge
 def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
     """Dense page lists, or with ``sparse = (ratio, min_pages, sink_pages)`` select_topk_pages-sized ones (padded to
     ``kcap`` columns when that is wider)."""
-    from sgl_spec.kernels.draft_decode import draft_decode
+    from sgl_spec.kernels.draft_decode.triton import draft_decode
 
     rows = []
     gen = torch.Generator().manual_seed(0)
@@ -145,8 +145,8 @@ def bench_draft(cfgs, variants, gbps, log, eager, sparse=None, kcap=0):
 
 
 def bench_quantize(batches, P, gbps, log):
-    from sgl_spec.kernels.quantize_pages import quantize_pages
-    from sgl_spec.kvformat import KVFormat
+    from sgl_spec.kernels.quantize_pages.triton import quantize_pages
+    from sgl_spec.kvcache.format import KVFormat
 
     rows = []
     for B in batches:
@@ -176,8 +176,8 @@ def check_draft(log, variants=({},)):
 
 
 def _check_draft_one(log, kw, pages):
-    from sgl_spec.kernels.draft_decode import draft_decode
-    from sgl_spec.kernels.draft_decode_ref import draft_decode as ref
+    from sgl_spec.kernels.draft_decode.triton import draft_decode
+    from sgl_spec.kernels.draft_decode.ref import draft_decode as ref
 
     gen = torch.Generator().manual_seed(int(time.time()))
     worst = 0.0

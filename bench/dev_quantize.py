@@ -10,7 +10,7 @@ timer around an empty kernel, and around a kernel that makes the quantizer's two
 then one source element) and one store: below those no quantize launch can go.
 
 Variants: v0 = the previous kernel (bench/quantize_pages_v0.py, grid (n, Hkv, 2), a whole [P, D] tile per
-program); new = kernels/quantize_pages.py with launch_config's choice; eN/wM = new with N source elements per thread
+program); new = sgl_spec/kernels/quantize_pages/triton.py with launch_config's choice; eN/wM = new with N source elements per thread
 at M warps; tile = new code on the old grid (whole tiles).
 
     python bench/dev_quantize.py --out $OUT                 # B = 1, 8, 32; P = 64, 128 (< 3 minutes on an H100)
@@ -32,9 +32,9 @@ import quant_criterion as qc  # noqa: E402
 from dev_timing import capture_graph, copy_gbps  # noqa: E402
 import quantize_pages_v0  # noqa: E402
 from kernel_cases import HKV, D, DTYPE, bytes_quantize  # noqa: E402
-from sgl_spec.kernels import quantize_pages as qp  # noqa: E402
-from sgl_spec.kernels.quantize_pages_ref import quantize_pages as quantize_cpu  # noqa: E402
-from sgl_spec.kvformat import KVFormat, unpack_nibbles  # noqa: E402
+from sgl_spec.kernels.quantize_pages import triton as qp  # noqa: E402
+from sgl_spec.kernels.quantize_pages.ref import quantize_pages as quantize_cpu  # noqa: E402
+from sgl_spec.kvcache.format import KVFormat, unpack_nibbles  # noqa: E402
 
 NAMES = ("k_upper", "k_lower", "v_upper", "v_lower", "k_scale", "k_zero", "v_scale", "v_zero")
 

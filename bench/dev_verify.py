@@ -26,10 +26,10 @@ def verify_variant(var):
     during the call: ds=0|1 (verify_gluon_rules.DIRECT_SCORES), sv=0|1 (verify_attention.SCORE_TILE_VEC), m1=N
     (verify_attention.MERGE_ONE_STEP_MAX), ro=early|serial|last (verify_attention.RING_ORDER), sw=0|1
     (verify_gluon_rules.SPLIT_ROWS_WIDE), mt=N (verify_attention.MERGE_TILE: the merge's heads a program), cw=0|1
-    (verify_gluon_rules.COPY_WARP: the copy-warp form, kernels/verify_pages_ws_gluon.py), ls=0|1
+    (verify_gluon_rules.COPY_WARP: the copy-warp form, sgl_spec/kernels/verify_attention/gluon_copy_warp.py), ls=0|1
     (verify_gluon_rules.LANE_SUMS: the page loop's running sums per lane)."""
     import verify_attention_v0 as v0
-    from sgl_spec.kernels import verify_attention as va
+    from sgl_spec.kernels.verify_attention import triton as va
 
     if var == "v0":
         return v0.verify_attention, True, {}
@@ -55,7 +55,7 @@ def verify_variant(var):
             kw["key_frag"] = bool(int(part[3:]))
         elif part.startswith("bm="):  # row tile (block_rows: rows of one program)
             kw["block_m"] = int(part[3:])
-        elif part.startswith("gl="):  # INT8 page splits in Gluon (kernels/verify_pages_gluon.py)
+        elif part.startswith("gl="):  # INT8 page splits in Gluon (sgl_spec/kernels/verify_attention/gluon_pages.py)
             kw["engine"] = "gluon" if int(part[3:]) else "triton"
         elif part.startswith("fr="):  # the ring split as a Gluon launch (verify_ring_gluon) or the Triton one
             kw["gluon_ring"] = bool(int(part[3:]))
@@ -108,7 +108,7 @@ def _gluon_module(path: str):
 def _with_gluon_module(name, verify):
     """``verify`` with verify_pages_gluon's launch_pages taken from ``<--gluon-dir>/<name>.py`` during the call (dev
     A/B of a kernel form against the package's, in one process)."""
-    from sgl_spec.kernels import verify_pages_gluon as vg
+    from sgl_spec.kernels.verify_attention import gluon_pages as vg
 
     mod = _gluon_module(str(Path(_TIMING.get("gluon_dir", ".work/vg")) / f"{name}.py"))
 
@@ -123,7 +123,7 @@ def _with_gluon_module(name, verify):
 
 def bench_verify(cfgs, nq, gbps, log, variants, maxp=0):
     """``maxp``: page-table width (0: the context's pages). A server's table is as wide as its context length, which
-    the batch-following split rule reads (kernels/verify_splits.py), so a 4k prompt in a 16k server has 256 columns."""
+    the batch-following split rule reads (sgl_spec/kernels/verify_attention/splits.py), so a 4k prompt in a 16k server has 256 columns."""
     rows = []
     gen = torch.Generator().manual_seed(1)
     for ctx, B, P in cfgs:
@@ -161,7 +161,7 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
     """verify_attention (asm conversion paths, GPU) vs verify_attention_ref on reference-quantized random pages, scores
     included, plus row independence: each row of an NQ=5 window bit-equal to an NQ=1 call at its position. Every
     pp=/nw=/qa= combination among ``variants`` is checked, with its gm= kernel form and module knobs (cw=1 ...)."""
-    from sgl_spec.kernels.verify_attention_ref import verify_attention as ref
+    from sgl_spec.kernels.verify_attention.ref import verify_attention as ref
 
     cases = []
     for var in variants:
@@ -179,7 +179,7 @@ def check_verify(log, variants=("",), nqs=(1, 5)):
 
 
 def _check_verify_one(log, ref, kw, nqs, gm="", knobs=None):
-    from sgl_spec.kernels import verify_attention as va
+    from sgl_spec.kernels.verify_attention import triton as va
 
     fn = _with_knobs(_with_gluon_module(gm, va.verify_attention) if gm else va.verify_attention, knobs or {})
 

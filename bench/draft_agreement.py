@@ -14,7 +14,7 @@ target (no quantization; its next-token argmax at each of the last ``rows`` posi
 each such row ``t`` a draft forward of that one token, teacher-forced (every earlier token's K/V is the target's, as
 the verify wrote them), where every layer's attention reads
 
-* the complete pages ``0 … n-1`` (``n = t // P``) through the 4-bit upper plane (kernels/quantize_pages_ref.py, the
+* the complete pages ``0 … n-1`` (``n = t // P``) through the 4-bit upper plane (sgl_spec/kernels/quantize_pages/ref.py, the
   draft view), only the selected ones for a sparse draft: sinks first, then the top scores of the row ``t - lag``
   (the round's verify row: max logit over a page's tokens, max over a KV head's query group, summed over KV heads; the
   ``topk`` rule of bench/attention_mass.py), ``k_l = min(n, max(min_pages, ceil(ratio_l · n)))`` pages in layer l;
@@ -57,7 +57,7 @@ def target_forward(cfg, w, ids, rows):
 def draft_view(k, v, page):
     """The 4-bit upper-plane view (what a draft reads) of the complete pages of one layer's K, V [Hkv, T, D]:
     [Hkv, n·P, D] each, quantized per page as the server does (keys per channel, values per token)."""
-    from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
+    from sgl_spec.kernels.quantize_pages.ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
 
     hkv, T, d = k.shape
     n = T // page

@@ -18,7 +18,7 @@ import statistics
 import e2e_results
 
 # Guesses for pycode-30m on one H100/H200, before anything is measured: SGLang's own prefill (fa3) is fast; quantspec's
-# prefill attention is the pure-torch reference (sgl_spec/prefill_ref.py), much slower; a quantspec start compiles the
+# prefill attention is the pure-torch reference (sgl_spec/kvcache/prefill.py), much slower; a quantspec start compiles the
 # Triton kernels and captures the verify-width CUDA graphs.
 DEFAULTS = {
     "stock": {"prefill_tok_s": 250e3, "startup_s": 60.0, "step_s": 2.5e-3},

@@ -27,10 +27,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 try:
-    import sgl_spec.costmodel as cm
+    import sgl_spec.speculative.cost_model as cm
 except ImportError:  # not installed: the repo itself (appended, so PyPI's `kernels` is never shadowed)
     sys.path.append(str(REPO))
-    import sgl_spec.costmodel as cm
+    import sgl_spec.speculative.cost_model as cm
 
 KEY = ("device", "model", "mode", "gamma", "ctx", "batch", "shared_prefix")
 CELL = ("device", "model", "ctx", "batch", "shared_prefix")  # rows of one cell compare with each other

@@ -3,8 +3,8 @@
 GPU: ``python3 -m sglang.launch_server`` with PYTHONPATH = an overlay that makes this working tree importable as the
 installed sgl-spec (bench/acceptance_server.py's ``make_overlay``: no pip install on the GPU machine, and always the
 tree being benchmarked) + gpu-kit's /tmp/site + the caller's PYTHONPATH; HF_HUB_OFFLINE=1 and
-SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/cpu/harness.py's command and
-environment (sgl_kernel shims, CPU engine). In both, cwd is the log folder (never the repo root, whose kernels/
+SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/support/harness.py's command and
+environment (sgl_kernel shims, CPU engine). In both, cwd is the log folder (never the repo root, whose sgl_spec/kernels/
 folder would shadow PyPI's ``kernels``) and the server runs in its own process group, killed as a group.
 
 Server settings, and why (GPU):
@@ -37,7 +37,7 @@ from pathlib import Path
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "cpu"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 import harness  # noqa: E402  (process-group kill, readiness wait, CPU command/env)
 
 MODES = {
@@ -56,11 +56,11 @@ MODES = {
     # per-step scheduling work is then not hidden behind the GPU.
     "spec-sync": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--disable-overlap-schedule"],
                   "spec": True, "quant": True, "desc": "spec-topk with the non-overlap scheduler"},
-    # spec-topk with SGLang's own decoder layers in the draft passes (A/B of sgl_spec/draft_layers.py)
+    # spec-topk with SGLang's own decoder layers in the draft passes (A/B of sgl_spec/speculative/draft_layers.py)
     "spec-unfused": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--quantspec-fused-draft",
                               "off"], "spec": True, "quant": True,
                      "desc": "spec-topk drafting with SGLang's unfused decoder layers"},
-    # spec-topk / spec-dense with the Triton draft kernel (A/B of kernels/draft_pages_gluon.py, on by default where
+    # spec-topk / spec-dense with the Triton draft kernel (A/B of sgl_spec/kernels/draft_decode/gluon_pages.py, on by default where
     # it runs: --quantspec-draft-kernel auto)
     "spec-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
                              "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
@@ -68,7 +68,7 @@ MODES = {
     "spec-dense-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate",
                                    "always", "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
                           "desc": "spec-dense with the Triton draft kernel"},
-    # spec-topk with the Triton verify kernel at every batch (A/B of kernels/verify_pages_gluon.py, taken from 64
+    # spec-topk with the Triton verify kernel at every batch (A/B of sgl_spec/kernels/verify_attention/gluon_pages.py, taken from 64
     # request x KV-head pairs a launch by --quantspec-verify-kernel auto)
     "spec-verify-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
                                     "--quantspec-verify-kernel", "triton"], "spec": True, "quant": True,
@@ -271,7 +271,7 @@ def _phases(text: str) -> dict:
 
 
 def steady_round_phases(text: str, batch: int) -> dict:
-    """Median per-phase times of the ``SGL_SPEC_TIMING`` lines (sgl_spec/phase_timer.py) logged while the whole batch
+    """Median per-phase times of the ``SGL_SPEC_TIMING`` lines (sgl_spec/speculative/phase_timer.py) logged while the whole batch
     ran (mean batch size == batch), the first such line dropped (its rounds include the batch's first ones); {} when
     the server logged none (the knob unset, or too few rounds)."""
     lines = []
@@ -305,7 +305,7 @@ def kv_bytes_from_log(text: str) -> dict:
 
 def kv_bytes_formula(cfg: dict, quant: bool, page_size: int = 64, dtype_bytes: int = 2) -> float:
     """2·L·Hkv·D·2 bytes for a BF16 cache; the page store's INT4/INT4 + scales per token for quantspec."""
-    from e2e_results import cm  # sgl_spec.costmodel, installed or from the repo
+    from e2e_results import cm  # sgl_spec.speculative.cost_model, installed or from the repo
 
     shape = cm.ModelShape.from_hf_config(cfg, page_size=page_size, dtype_bytes=dtype_bytes)
     return shape.quant_bytes_per_token(draft=False) if quant else shape.bf16_bytes_per_token()

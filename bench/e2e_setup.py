@@ -30,11 +30,11 @@ def device_name(device: str) -> str:
 def resolve_model(a):
     """(name, path, dummy) for --model; --smoke builds the tests' tiny random Llama."""
     if a.smoke and not a.model:
-        sys.path.insert(0, str(REPO / "tests" / "cpu" / "shims"))
-        import torchvision_fix  # transformers imports the CUDA-built torchvision (tests/cpu/shims)
+        sys.path.insert(0, str(REPO / "tests" / "shims"))
+        import torchvision_fix  # transformers imports the CUDA-built torchvision (tests/shims)
 
         torchvision_fix.install()
-        from tinymodel import make_tiny_llama  # tests/cpu is on sys.path (e2e_server imports harness)
+        from tinymodel import make_tiny_llama  # tests/support is on sys.path (e2e_server imports harness)
 
         return "tiny-llama", make_tiny_llama(a.out / "models" / "tiny-llama", dtype="float32"), False
     spec = a.model or f"pycode-30m={REPO.parent / 'shared' / 'models' / 'pycode-30m'}"

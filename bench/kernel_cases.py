@@ -21,7 +21,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 
 def _bootstrap_sgl_spec():
     """Make ``sgl_spec`` and ``sgl_spec.kernels`` importable from this checkout even where sgl-spec is not
-    pip-installed (the package maps the top-level ``kernels/`` folder to ``sgl_spec.kernels`` only when installed)."""
+    pip-installed (the package maps the top-level ``sgl_spec/kernels/`` folder to ``sgl_spec.kernels`` only when installed)."""
     if str(_ROOT) not in sys.path:
         sys.path.insert(0, str(_ROOT))
     import sgl_spec
@@ -37,8 +37,8 @@ def _bootstrap_sgl_spec():
 
 _bootstrap_sgl_spec()
 
-from sgl_spec.kvformat import KVFormat, PageStore  # noqa: E402
-from sgl_spec.kernels.quantize_pages_ref import quantize_pages_ref  # noqa: E402
+from sgl_spec.kvcache.format import KVFormat, PageStore  # noqa: E402
+from sgl_spec.kernels.quantize_pages.ref import quantize_pages_ref  # noqa: E402
 
 HQ, HKV, D = 32, 8, 128  # Llama-3-8B attention layer
 RING = 2

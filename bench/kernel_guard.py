@@ -14,8 +14,8 @@ import torch
 
 from kernel_cases import (D, DTYPE, HKV, HQ, SM_SCALE, bf16_pages, draft_args, quant_pages,
                           verify_q_start)
-from sgl_spec.kernels.quantize_pages_ref import dequant_keys_ref, dequant_values_ref
-from sgl_spec.kvformat import KVFormat
+from sgl_spec.kernels.quantize_pages.ref import dequant_keys_ref, dequant_values_ref
+from sgl_spec.kvcache.format import KVFormat
 
 ATOL = RTOL = 2e-2
 SCORE_ATOL, SCORE_RTOL = 5e-2, 1e-2

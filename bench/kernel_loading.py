@@ -48,7 +48,7 @@ def load_kernels(a, log):
 def _patch_interpreter_scalar_index():
     """Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(array), which numpy >= 2.4 rejects
     (``range(lo, hi)`` over loaded values); take the single element instead (CPU interpreter smoke only, as
-    tests/interp/test_draft_decode.py does)."""
+    tests/ops/test_draft_decode.py does)."""
     import triton.runtime.interpreter as interp
 
     orig = interp._patch_lang_tensor

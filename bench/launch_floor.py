@@ -44,7 +44,7 @@ CASES = {
 
 @triton.jit
 def _empty_kernel(x_ptr, WAIT: tl.constexpr, RELEASE: tl.constexpr, WAIT_END: tl.constexpr):
-    """One store a program; the PDL hand-offs of the launch it stands for (kernels/pdl.py)."""
+    """One store a program; the PDL hand-offs of the launch it stands for (sgl_spec/kernels/common/pdl.py)."""
     if WAIT:
         gdc_wait()
     if RELEASE:

@@ -31,7 +31,7 @@ def main():
     gen = torch.Generator().manual_seed(1)
     qb = kc.quant_pages([ctx] * B, 64, "cuda", copies=1, gen=gen)[0]
     if kind == "verify":
-        from sgl_spec.kernels.verify_attention import verify_attention
+        from sgl_spec.kernels.verify_attention.triton import verify_attention
         q = torch.randn(B, nq, kc.HQ, kc.D, device="cuda", dtype=kc.DTYPE)
         sc = torch.zeros(B, kc.HKV, qb.page_table.shape[1], device="cuda")
         qs = kc.verify_q_start(qb, nq)
@@ -40,7 +40,7 @@ def main():
             verify_attention(q, qb.store, qb.page_table, qs, qb.hot_k, qb.hot_v, qb.hot_slot, kc.SM_SCALE, scores=sc,
                              **kw)
     else:  # draft: every page; sparse: select_topk_pages-sized lists (7%, 1 sink page)
-        from sgl_spec.kernels.draft_decode import draft_decode
+        from sgl_spec.kernels.draft_decode.triton import draft_decode
         q = torch.randn(B, kc.HQ, kc.D, device="cuda", dtype=kc.DTYPE)
         ids, cnt, hs, hl = kc.draft_args(qb, sparse=(0.07, 1, 1) if kind == "sparse" else None, gen=gen)
 

@@ -8,7 +8,7 @@ progressively more of the page work, so the time of each stage is the difference
 (bench/NOTES_kernels.md, "where the verify kernel's time goes"):
 
 * ``load``: load and fold the words into one xor (no conversion, no MMA);
-* ``conv``: + the INT8 view's fp16 conversion of keys (with their scales) and values (kernels/int8_words.py),
+* ``conv``: + the INT8 view's fp16 conversion of keys (with their scales) and values (sgl_spec/kernels/common/int8_words.py),
   folded into an fp32 sum;
 * the real kernel (``verify_attention``) adds the two dots, the softmax and the value dots.
 
@@ -29,8 +29,8 @@ import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).parent))
 import kernel_cases as kc  # noqa: E402
-from sgl_spec.kernels.int8_words import keys_i8, prep_key_scales, values_i8  # noqa: E402
-from sgl_spec.kernels.verify_pages import _load_page  # noqa: E402
+from sgl_spec.kernels.common.int8_words import keys_i8, prep_key_scales, values_i8  # noqa: E402
+from sgl_spec.kernels.verify_attention.triton_pages import _load_page  # noqa: E402
 
 
 @triton.jit

@@ -104,14 +104,14 @@ def build(kernel: str, ctx: int, batch: int, page: int, nq: int = 5):
         return lambda: run(q)
     qb = kc.quant_pages([ctx] * batch, page, "cuda", gen=gen)[0]
     if kernel == "draft":
-        from sgl_spec.kernels.draft_decode import draft_decode
+        from sgl_spec.kernels.draft_decode.triton import draft_decode
 
         ids, cnt, hs, hl = kc.draft_args(qb, gen=gen)
         q = torch.randn(batch, kc.HQ, kc.D, device="cuda", dtype=kc.DTYPE)
         out = torch.empty_like(q)
         return lambda: draft_decode(q, qb.store, ids, cnt, qb.hot_k, qb.hot_v, qb.hot_slot, hs, hl, kc.SM_SCALE,
                                     out=out, engine="gluon")
-    from sgl_spec.kernels.verify_attention import verify_attention
+    from sgl_spec.kernels.verify_attention.triton import verify_attention
 
     if kernel == "verify_zero":
         st = qb.store

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from kernel_cases import HKV, D, DTYPE
-from sgl_spec.kvformat import KVFormat
+from sgl_spec.kvcache.format import KVFormat
 
 # Llama-3-8B (meta-llama/Meta-Llama-3-8B config.json): untied embeddings, SwiGLU MLP, GQA 32/8 heads of 128.
 LLAMA3_8B = dict(vocab=128256, hidden=4096, intermediate=14336, layers=32, heads=32, kv_heads=8, head_dim=128)

@@ -1,7 +1,7 @@
 """The previous quantize_pages kernel (main at fc1bbf2), kept only so bench/dev_quantize.py can time old vs new on the
 same machine and inputs. Not used by sgl_spec; delete once the new kernel is measured.
 
-Triton ``quantize_pages``: full-precision K/V pages -> nibble-plane pages (format in sgl_spec/kvformat.py).
+Triton ``quantize_pages``: full-precision K/V pages -> nibble-plane pages (format in sgl_spec/kvcache/format.py).
 
 One launch quantizes many pages: grid ``(n_pages, Hkv, 2)``, the last axis picks keys (0) or values (1), so one
 program owns one [P, D] tile of one head and never synchronizes with another. The tile is handled as two

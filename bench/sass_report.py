@@ -84,7 +84,7 @@ def _draft(P=64, pf=None, fs=None, nr=None, kf=None, wn=False, nw=None, hl=0):
     """The draft_decode stage-1 kernel; pf / fs / nr / kf: the launcher's prefetch / flat_scales / maxnreg /
     key_frag keywords (None: the launcher's defaults for P); wn: the hot program writes the new token (new_k/new_v);
     hl: as the hot-token launch after the Gluon page launch (HOT_LAST, draft_launch.GLUON_HOT_LAST)."""
-    from sgl_spec.kernels import draft_decode as dd
+    from sgl_spec.kernels.draft_decode import triton as dd
 
     types = dict(ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", q_ptr="*bf16", hk_ptr="*bf16",
                  hv_ptr="*bf16", vs_ptr="*fp16", vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", hslot_ptr="*i32",
@@ -115,7 +115,7 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
         sys.path.insert(0, os.path.dirname(__file__))
         import verify_attention_v0 as va
     else:
-        from sgl_spec.kernels import verify_attention as va
+        from sgl_spec.kernels.verify_attention import triton as va
     params = list(inspect.signature(va._verify_attention_kernel.fn).parameters)
     types = {p: "*i32" for p in params[:18]}
     types.update(Q="*bf16", HK="*bf16", HV="*bf16", VS="*fp16", VZ="*fp16", PM="*fp32", PL="*fp32", PACC="*fp32",
@@ -143,26 +143,26 @@ def _verify(old=False, maxnreg=None, has_scores=True, pp=None, nw=None, qa=0, ls
            tag)
 
 def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0, hl=0):
-    """The Gluon draft page programs (kernels/draft_pages_gluon.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
-    hot=1: with the hot-token programs in the launch (kernels/draft_hot_gluon.py, the ring's query token written);
-    tma=1: the ring's pages copied by TMA (kernels/draft_stream_gluon.py); hl=1: the hot-token launch after this one
+    """The Gluon draft page programs (sgl_spec/kernels/draft_decode/gluon_pages.py), one warp, Llama-3-8B (G=4) or pycode-30m (G=2);
+    hot=1: with the hot-token programs in the launch (sgl_spec/kernels/draft_decode/gluon_hot.py, the ring's query token written);
+    tma=1: the ring's pages copied by TMA (sgl_spec/kernels/draft_decode/gluon_stream.py); hl=1: the hot-token launch after this one
     (HOT_LAST, draft_launch.GLUON_HOT_LAST)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from sgl_spec.kernels import draft_pages_gluon as dg
+    from sgl_spec.kernels.draft_decode import gluon_pages as dg
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", vu_ptr="*i32", ks_ptr="*i32", kz_ptr="*i32", vs_ptr="*fp16",
                  vz_ptr="*fp16", pid_ptr="*i32", np_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32", acc_ptr="*fp32",
                  qk_scale="fp32", hk_ptr="*bf16", hv_ptr="*bf16", hvw_ptr="*i32", hslot_ptr="*i32", hstart_ptr="*i32",
                  hlen_ptr="*i32", nk_ptr="*bf16", nv_ptr="*bf16")
-    from sgl_spec.kernels.draft_hot import RING
-    from sgl_spec.kernels.draft_launch import GLUON_HOT_TOKENS
+    from sgl_spec.kernels.draft_decode.triton_hot import RING
+    from sgl_spec.kernels.draft_decode.launch import GLUON_HOT_TOKENS
 
     hs = RING * 64 * sub // GLUON_HOT_TOKENS if hot else 0  # the launcher's hot-token programs a pair
     const = dict(G=G, NUM_SPLITS=16, PDL=True, PREFETCH=bool(pf), STRIDED=bool(st), SUB=sub, HS=hs,
                  WRITE_NEW=bool(hot), STAGES=stages, TMA=bool(tma), HOT_LAST=bool(hl))
     if tma:  # the descriptors' layouts are the ring's TMA destination layouts
-        from sgl_spec.kernels import draft_stream_gluon as ds
+        from sgl_spec.kernels.draft_decode import gluon_stream as ds
 
         w, f = repr(ds.TW.value), repr(ds.TH.value)
         types.update(kud=f"tensordesc<i32[64, 16],{w}>", vud=f"tensordesc<i32[64, 16],{w}>",
@@ -179,14 +179,14 @@ def _draft_gluon(G=4, pf=1, st=0, sub=1, hot=0, stages=0, tma=0, hl=0):
 
 
 def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br=None, cw=0, ls=None):
-    """The Gluon verify page programs (kernels/verify_pages_gluon.py), four warps, Llama-3-8B (G=4) or pycode-30m
+    """The Gluon verify page programs (sgl_spec/kernels/verify_attention/gluon_pages.py), four warps, Llama-3-8B (G=4) or pycode-30m
     (G=2); N: the MMA's rows (γ+1 times G, padded to a power of two). slim / br None: the launcher's rules
-    (kernels/verify_gluon_rules.py). cw=1: the copy-warp form (kernels/verify_pages_ws_gluon.py). ls: running sums
+    (sgl_spec/kernels/verify_attention/gluon_rules.py). cw=1: the copy-warp form (sgl_spec/kernels/verify_attention/gluon_copy_warp.py). ls: running sums
     per lane (LANE) or per warp; None: the rule (lane_sums)."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from sgl_spec.kernels import verify_gluon_rules as vgr
-    from sgl_spec.kernels import verify_pages_gluon as vg
+    from sgl_spec.kernels.verify_attention import gluon_rules as vgr
+    from sgl_spec.kernels.verify_attention import gluon_pages as vg
 
     types = dict(q_ptr="*bf16", ku_ptr="*i32", kl_ptr="*i32", vu_ptr="*i16", vl_ptr="*i16", ks_ptr="*i32",
                  kz_ptr="*i32", vs_ptr="*fp16", vz_ptr="*fp16", pt_ptr="*i32", qs_ptr="*i32", m_ptr="*fp32",
@@ -220,7 +220,7 @@ def _verify_gluon(G=4, N=32, sc=1, lse=0, slim=None, N2=0, first=True, sub=1, br
 def _copy_warp_types(types):
     """(kernel, argument types, compile options) of the copy-warp form: its TMA descriptors in place of the plane and
     scale pointers, launched at WS_MAXNREG."""
-    from sgl_spec.kernels import verify_pages_ws_gluon as ws
+    from sgl_spec.kernels.verify_attention import gluon_copy_warp as ws
 
     k, s, v = ws.KTM.value, ws.STM.value, ws.VTM.value
     types = {n: t for n, t in types.items() if n not in ("ku_ptr", "kl_ptr", "vu_ptr", "vl_ptr", "ks_ptr", "kz_ptr",
@@ -233,10 +233,10 @@ def _copy_warp_types(types):
 
 
 def _verify_ring_gluon(G=4, NT=32, sub=1):
-    """The Gluon ring launch of the verify (kernels/verify_ring_gluon.py): four warps, NT columns, P = 64 sub."""
+    """The Gluon ring launch of the verify (sgl_spec/kernels/verify_attention/gluon_ring.py): four warps, NT columns, P = 64 sub."""
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from sgl_spec.kernels import verify_ring_gluon as vr
+    from sgl_spec.kernels.verify_attention import gluon_ring as vr
 
     types = dict(q_ptr="*bf16", hk_ptr="*bf16", hv_ptr="*bf16", hs_ptr="*i32", m_ptr="*fp32", l_ptr="*fp32",
                  acc_ptr="*fp32", qs_ptr="*i32", qk_scale="fp32")

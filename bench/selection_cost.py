@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What score emission + score-driven page selection cost inside a real speculative round (issue 4: <= 6%).
 
-Two bench_e2e.py runs of the same cells with ``SGL_SPEC_TIMING=N`` (sgl_spec/phase_timer.py; bench_e2e records the
+Two bench_e2e.py runs of the same cells with ``SGL_SPEC_TIMING=N`` (sgl_spec/speculative/phase_timer.py; bench_e2e records the
 median phase times of each cell as ``round_phases``): the server default (score-driven pages, ``topk-head``) and the
 score-free control (``--quantspec-draft-pages streaming``: same page budget, no page scores in the verify, tables
 from positions only). Per cell:

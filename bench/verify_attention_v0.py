@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from sgl_spec.kernels.verify_attention_ref import default_score_rows
+from sgl_spec.kernels.verify_attention.ref import default_score_rows
 
 RING = 2
 LOG2E = 1.4426950408889634

@@ -20,15 +20,15 @@ if [ -z "${MODEL:-}" ]; then
 fi
 
 # CPU only. SGLang takes its CPU code paths only with SGLANG_USE_CPU_ENGINE=1, and its CPU engine imports a few ops
-# from sgl_kernel, which has no CPU build on PyPI: tests/cpu/shims holds a pure-torch stand-in (test-only code, also
+# from sgl_kernel, which has no CPU build on PyPI: tests/shims holds a pure-torch stand-in (test-only code, also
 # a fix that lets PyPI's CUDA torchvision import next to CPU torch). On a GPU machine with SGLang's own sgl_kernel,
 # none of these variables is needed: `python -m sglang.launch_server --model-path M --spec-algo quantspec` is all.
 export SGLANG_USE_CPU_ENGINE=1
-export PYTHONPATH="$ROOT/tests/cpu/shims${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$ROOT/tests/shims${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$VENV/bin:$PATH" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 unset TRITON_INTERPRET  # SGLang's CPU path must not pick up Triton's interpreter
 WORK=$(mktemp -d)
-cd "$WORK"  # not the repo root: `python -m` puts cwd on sys.path and our kernels/ would shadow PyPI's kernels
+cd "$WORK"  # the servers write their logs here
 
 SERVER_PID=""
 stop_server() {

@@ -22,9 +22,9 @@ pip_install --no-deps "sglang==0.5.17" "torchvision==0.28.0" "xgrammar==0.2.8"
 pip_install --no-deps -e "$ROOT"
 
 # Smoke check. SGLang imports torchvision at import time, and the PyPI torchvision is a CUDA build that only imports
-# on CPU torch with the test-only shim (tests/cpu/shims/torchvision_fix.py), so the check runs the way the tests
-# run SGLang. cwd is /: `python -c` puts cwd on sys.path, and the repo's top-level kernels/ would shadow PyPI's.
-(cd / && PYTHONPATH="$ROOT/tests/cpu/shims" SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c "
+# on CPU torch with the test-only shim (tests/shims/torchvision_fix.py), so the check runs the way the tests
+# run SGLang (cwd /, as a user's would be).
+(cd / && PYTHONPATH="$ROOT/tests/shims" SGLANG_USE_CPU_ENGINE=1 "$VENV/bin/python" -c "
 import torch, triton, sglang, sgl_spec, sgl_kernel, tvm_ffi
 import sglang.srt.entrypoints.http_server, sglang.srt.speculative.ngram_worker
 assert sgl_kernel.__version__.endswith('cpu-test-shim'), sgl_kernel.__file__

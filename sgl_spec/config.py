@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from sgl_spec.flags import FLAGS, check_draft_options
-from sgl_spec.kvformat import SUPPORTED_PAGE_SIZES, KVFormat
+from sgl_spec.kvcache.format import SUPPORTED_PAGE_SIZES, KVFormat
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ HOT_RING_PAGES = 2  # R in docs/CONTRACTS.md: a γ+1 <= P window touches at most
 DEFAULT_PAGE_SIZE = 64
 # γ when --speculative-num-steps is not given (default_num_draft_steps): the longest window up to this whose γ+1 rows
 # (times G query heads per KV head) fit one row tile of the verify kernel; a longer window needs a second row block,
-# which reads every page again (kernels/verify_attention.py block_rows). H200 γ sweep, pycode-30m (G = 2), spec-topk,
+# which reads every page again (sgl_spec/kernels/verify_attention/triton.py block_rows). H200 γ sweep, pycode-30m (G = 2), spec-topk,
 # server-log tok/s over stock BF16 in the same run (bench/results/e2e_gamma_sweep.json, 4k-15k x batch 32-128):
 # γ = 12 was the fastest or within 6% of the fastest of γ = 6/8/10/12/15 in all 9 cells (γ = 6, the default before:
 # 1.88-3.58x; γ = 12: 2.01-4.70x). The default server grid at γ = 12 (e2e_default_v14.json, 15 cells): 1.69-3.12x.
@@ -127,7 +127,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         gamma = 0
     for which in ("draft", "verify"):
         if speculative and opts[f"quantspec_{which}_kernel"] == "gluon":
-            from sgl_spec.kernels.draft_launch import GLUON_PAGE_SIZES
+            from sgl_spec.kernels.draft_decode.launch import GLUON_PAGE_SIZES
 
             if page_size not in GLUON_PAGE_SIZES:
                 raise ValueError(f"--quantspec-{which}-kernel gluon needs --page-size "
@@ -231,7 +231,7 @@ def _check_model(server_args) -> None:
 def default_num_draft_steps(group: int, page_size: int = DEFAULT_PAGE_SIZE) -> int:
     """γ for a model with ``group`` query heads per KV head when --speculative-num-steps is not given: the longest
     window up to DEFAULT_NUM_DRAFT_STEPS whose (γ+1) x G rows fit one verify row tile (G = 1, 2: 12; G = 4, 8: 7)."""
-    from sgl_spec.kernels.verify_attention import block_rows
+    from sgl_spec.kernels.verify_attention.triton import block_rows
 
     cap = min(DEFAULT_NUM_DRAFT_STEPS, page_size - 1)
     # the kernel's own rule decides the tile a γ+1-row window gets (the server's partition)
@@ -267,7 +267,7 @@ def _configure_speculation(server_args, page_size: int) -> int:
     server_args.speculative_num_steps = gamma
     server_args.speculative_num_draft_tokens = gamma + 1
     server_args.speculative_eagle_topk = 1
-    # The worker supports SGLang's overlap scheduler (sgl_spec/worker.py): on CUDA the user's choice stands (overlap
+    # The worker supports SGLang's overlap scheduler (sgl_spec/speculative/worker.py): on CUDA the user's choice stands (overlap
     # is SGLang's default). SGLang implements overlapped speculation on CUDA only and switches it off for its own
     # algorithms on CPU (arg_groups/speculative_hook.py), so do the same.
     if server_args.device == "cpu":

@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-# Sparse-draft page policies (sgl_spec/pagetable.py); dense drafting is --quantspec-dense-draft.
+# Sparse-draft page policies (sgl_spec/pages/policies.py); dense drafting is --quantspec-dense-draft.
 DRAFT_PAGE_POLICIES = ("topk", "streaming", "topk-last", "per-request", "topk-head")
-# When the worker speculates (sgl_spec/autooff.py).
+# When the worker speculates (sgl_spec/speculative/auto_off.py).
 SPECULATE_CHOICES = ("auto", "always", "never")
-# How score-driven policies combine the scores of successive verifies (sgl_spec/pagetable.py).
+# How score-driven policies combine the scores of successive verifies (sgl_spec/pages/policies.py).
 SCORE_SMOOTHING = ("none", "ema", "max")
-# What a verify's page score measures (kernels/verify_attention_ref.py SCORE_KINDS): the max logit or the log-sum-exp.
+# What a verify's page score measures (sgl_spec/kernels/verify_attention/ref.py SCORE_KINDS): the max logit or the log-sum-exp.
 PAGE_SCORES = ("max", "lse")
-# Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/draft_layers.py, kernels/norm_pair_linear.py).
+# Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/speculative/draft_layers.py, sgl_spec/kernels/norm_pair_linear/triton.py).
 FUSED_DRAFT_CHOICES = ("on", "off")
 DRAFT_KERNELS = ("auto", "triton", "gluon")
 VERIFY_KERNELS = ("auto", "triton", "gluon")
@@ -41,7 +41,7 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "
         "own top-k pages by its own scores), 'topk-last' by the score of the last accepted token only, "
         "'streaming' the sink pages + the most recent pages (no scores), 'per-request' (acceptance study): each "
-        "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/pagestudy.py). "
+        "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/experimental/page_study.py). "
         "Default: topk-head."))),
     "quantspec_speculate": ("always", dict(choices=SPECULATE_CHOICES, help=(
         "quantspec: 'always' speculates every step; 'auto' speculates only where the cost model (measured step "
@@ -69,13 +69,13 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: on."))),
     "quantspec_draft_kernel": ("auto", dict(choices=DRAFT_KERNELS, help=(
         "quantspec draft: the page programs of the draft attention. 'gluon': one warp a page, tensor-core operands "
-        "built in registers (kernels/draft_pages_gluon.py; page size 64 or 128, head_dim 128, up to 8 query heads a KV "
+        "built in registers (sgl_spec/kernels/draft_decode/gluon_pages.py; page size 64 or 128, head_dim 128, up to 8 query heads a KV "
         "head, sm_90+, Triton 3.6); 'triton': the Triton kernel; 'auto': gluon where it runs, else triton. Drafts "
         "only propose tokens: output is unchanged either way. Default: auto."))),
     "quantspec_verify_kernel": ("auto", dict(choices=VERIFY_KERNELS, help=(
         "quantspec verify: the INT8 page programs of the verify attention (and of INT8 decode). 'gluon': four warps "
         "and four pages a step, keys converted straight into tensor-core operands, values through cp.async "
-        "(kernels/verify_pages_gluon.py; page size 64 or 128, head_dim 128, up to 32 rows of γ+1 positions times "
+        "(sgl_spec/kernels/verify_attention/gluon_pages.py; page size 64 or 128, head_dim 128, up to 32 rows of γ+1 positions times "
         "the query heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': "
         "the Triton kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for "
         "launches of at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on "

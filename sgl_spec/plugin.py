@@ -12,18 +12,18 @@ command line / server args (sgl_spec/config.py)
     ``attention_backend="quantspec"`` becomes "SGLang's default backend + quantspec INT8 mode".
   * ``arg_groups.speculative_hook.handle_speculative_decoding`` (AFTER), and the registered spec algorithm's
     ``validate_server_args`` / ``handle_server_args``: ``config.configure`` validates and adjusts the settings.
-KV pool (sgl_spec/pool.py)
+KV pool (sgl_spec/kvcache/pool.py)
   * ``DefaultPoolConfigurator._compute_cell_size`` (AROUND): bytes per token of the quantized pages.
   * ``KVCacheConfigurator._profile_available_bytes`` (AFTER): minus the hot rings and the page-score buffer.
   * ``KVCacheConfigurator._build_token_to_kv_pool`` (AROUND): ``QuantSpecKVPool`` instead of ``MHATokenToKVPool``.
-attention (sgl_spec/backend.py)
+attention (sgl_spec/kvcache/backend.py)
   * ``attention_backend_setup._build_resolved_backend`` (AROUND): ``QuantSpecAttnBackend`` for the target model;
     SGLang's resolved backend name stays in ``server_args`` for its host-side helpers. ``quantspec`` is also in
     SGLang's attention-backend registry.
 CPU (sgl_spec/patches/cpu_paged_allocator.py)
   * ``KVCacheConfigurator._build_token_to_kv_pool_allocator`` (AROUND): page-aligned slot allocation without Triton.
 speculative algorithm
-  * ``SpeculativeAlgorithm.register("QUANTSPEC", ...)``: worker ``sgl_spec.worker.QuantSpecWorker`` (imported lazily).
+  * ``SpeculativeAlgorithm.register("QUANTSPEC", ...)``: worker ``sgl_spec.speculative.worker.QuantSpecWorker`` (imported lazily).
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def register() -> None:
         (f"{_KVC}._build_token_to_kv_pool", _build_pool, HookType.AROUND),
         ("sglang.srt.model_executor.model_runner_components.attention_backend_setup._build_resolved_backend",
          _build_backend, HookType.AROUND),
-        # the live penalizer state for exact penalties in a speculative window (sgl_spec/penalties.py)
+        # the live penalizer state for exact penalties in a speculative window (sgl_spec/speculative/penalties.py)
         ("sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.copy_for_forward", _stash_penalizers,
          HookType.AFTER),
     ]
@@ -107,7 +107,7 @@ def _server_args_init(original, self, *args, **kwargs):
 
 
 def _stash_penalizers(result, info, *args, **kwargs):
-    from sgl_spec import penalties
+    from sgl_spec.speculative import penalties
 
     return penalties.stash_orchestrator(result, info, *args, **kwargs)
 
@@ -118,7 +118,7 @@ def _after_speculative(result, server_args, *args, **kwargs):
 
 # ---- KV pool ----------------------------------------------------------------------------------------------------------
 def _format(kvc):
-    from sgl_spec.kvformat import KVFormat
+    from sgl_spec.kvcache.format import KVFormat
 
     cfg = get_config(kvc.server_args)
     heads = kvc.model_config.get_num_kv_heads(kvc.ps.attn_tp_size)
@@ -132,7 +132,7 @@ def _on(kvc) -> bool:
 def _cell_size(original, self, kvc, num_layers, *args, **kwargs):
     if not _on(kvc):
         return original(self, kvc, num_layers, *args, **kwargs)
-    from sgl_spec.pool import cell_size_bytes
+    from sgl_spec.kvcache.pool import cell_size_bytes
 
     return cell_size_bytes(_format(kvc), num_layers)
 
@@ -140,7 +140,7 @@ def _cell_size(original, self, kvc, num_layers, *args, **kwargs):
 def _available_bytes(result, kvc, *args, **kwargs):
     if not _on(kvc):
         return result
-    from sgl_spec.pool import ring_bytes, score_bytes
+    from sgl_spec.kvcache.pool import ring_bytes, score_bytes
 
     cfg, fmt = get_config(kvc.server_args), _format(kvc)
     layers = kvc.layer_info.num_effective_layers
@@ -164,7 +164,7 @@ def _build_pool(original, self, *args, sizes, req_to_token_pool, **kwargs):
         return original(self, *args, sizes=sizes, req_to_token_pool=req_to_token_pool, **kwargs)
     from sglang.srt.runtime_context import get_exec
 
-    from sgl_spec.pool import QuantSpecKVPool
+    from sgl_spec.kvcache.pool import QuantSpecKVPool
 
     fmt = _format(self)
     return QuantSpecKVPool(
@@ -187,7 +187,7 @@ def _build_backend(original, *args, model_runner, resolved, **kwargs):
     cfg = get_config(model_runner.server_args)
     if cfg is None or model_runner.is_draft_worker:
         return original(*args, model_runner=model_runner, resolved=resolved, **kwargs)
-    from sgl_spec.backend import QuantSpecAttnBackend
+    from sgl_spec.kvcache.backend import QuantSpecAttnBackend
 
     return QuantSpecAttnBackend(model_runner, resolved.decode, cfg)
 
@@ -197,7 +197,7 @@ def _create_quantspec_backend(runner):
     if cfg is None:
         raise ValueError(f"the {BACKEND_NAME} attention backend needs quantspec's KV pool: start SGLang with "
                          f"--attention-backend {BACKEND_NAME} or --speculative-algorithm {ALGO_NAME}")
-    from sgl_spec.backend import QuantSpecAttnBackend
+    from sgl_spec.kvcache.backend import QuantSpecAttnBackend
 
     return QuantSpecAttnBackend(runner, runner.server_args.attention_backend, cfg)
 
@@ -239,7 +239,7 @@ def _register_spec_algorithm() -> None:
             configure(server_args)
 
     def worker_factory(server_args):
-        from sgl_spec.worker import QuantSpecWorker
+        from sgl_spec.speculative.worker import QuantSpecWorker
 
         return QuantSpecWorker
 

@@ -1,6 +1,8 @@
 """Test-wide setup. Without CUDA, Triton kernels run under the interpreter: the flag must be set before triton is
 imported anywhere, so it is set here, at the top of the test session."""
 import os
+import sys
+from pathlib import Path
 
 import torch
 
@@ -8,6 +10,16 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
+
+_HERE = Path(__file__).resolve().parent
+# transformers 5.x imports torchvision even for LlamaConfig, and PyPI's CUDA-built torchvision needs the test-only fix
+# (tests/shims/torchvision_fix.py) to import beside a CPU torch; sgl_kernel's stand-in is never imported in-process
+sys.path.insert(0, str(_HERE / "shims"))
+import torchvision_fix  # noqa: E402
+
+torchvision_fix.install()
+sys.path.remove(str(_HERE / "shims"))
+sys.path.insert(0, str(_HERE / "support"))  # tests import the helpers: harness, oracle, tinymodel, toy_worker, ...
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -40,3 +52,11 @@ def _interpreter_scalar_index(monkeypatch):
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
 
     monkeypatch.setattr(interp, "_patch_lang_tensor", patched)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_fp32(tmp_path_factory):
+    """Tiny random Llama in float32 (exact comparisons against Hugging Face)."""
+    from tinymodel import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama-fp32"), dtype="float32")

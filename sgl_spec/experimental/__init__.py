@@ -1,0 +1,1 @@
+"""Study-only features, imported only when their flags are given."""

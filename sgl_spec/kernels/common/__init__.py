@@ -1,0 +1,1 @@
+"""Device helpers shared by several kernel ops (launch flags, TMA row views, packed-word decoding)."""

@@ -1,0 +1,1 @@
+"""Draft page policies: which quantized pages each request's draft reads."""

@@ -1,0 +1,1 @@
+"""The speculative worker: draft passes, verification, acceptance and when to speculate."""
