@@ -1,41 +1,22 @@
-"""Start a real SGLang server for the acceptance study, on CPU (this repo's test setup) or on a CUDA machine.
+"""The acceptance study's SGLang servers: fixed port pairs for servers started in parallel, and the client.
 
-* CPU: exactly tests/support/harness.py's command and environment (shims, ``--device cpu``, torch_native helpers,
-  ``SGLANG_USE_CPU_ENGINE=1``, its DEFAULT_ARGS); our arguments come after them and win.
-* CUDA: ``<python> -m sglang.launch_server --device cuda`` with ``PYTHONPATH=<overlay>:<site>`` (site: the GPU kit's
-  offline install, /tmp/site), HF offline, no shims. The overlay is a temporary folder that makes *this working
-  tree* importable as the installed package would be (``sgl_spec`` with ``sgl_spec.kernels`` = sgl_spec/kernels/,
-  ``sgl_spec.patches`` = sgl_spec/patches/, and a dist-info whose entry point registers the SGLang plugin), so the GPU machine
-  needs no pip install and always runs the tree being benchmarked.
-
-The client side uses the standard library only (urllib): on the GPU machine the bench itself runs without the site
-folder on its path. The server runs in its own session; on exit its process group gets SIGTERM, then SIGKILL.
-cwd is the log folder, never the repo root (``python -m`` puts cwd first on sys.path, and the repo's sgl_spec/kernels/ would
-shadow PyPI's ``kernels``).
+Launch and teardown are bench/common.py's ``launch_server`` (CPU: tests/support/harness.py's command and environment;
+CUDA: ``--device cuda`` with this working tree as sgl-spec through an overlay, HF offline). The client uses the
+standard library only (urllib): on a GPU machine the bench itself may run without SGLang's install on its path.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-ENTRY_POINTS = "[sglang.srt.plugins]\nquantspec = sgl_spec.plugin:register\n"
+import common
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+REPO = common.REPO
 
 
 def _bindable(port: int) -> bool:
@@ -67,41 +48,6 @@ def server_ports(index: int, seed: int) -> tuple[int, int]:
     raise RuntimeError(f"no free port pair in {PORT_BASE}..{PORT_BASE + PORT_SPAN}")
 
 
-def make_overlay(folder: Path) -> Path:
-    """``folder/sgl_spec`` -> this tree's sgl_spec/ files + sgl_spec/kernels/ + sgl_spec/patches/, plus the plugin's dist-info."""
-    pkg = folder / "sgl_spec"
-    pkg.mkdir(parents=True, exist_ok=True)
-    for f in (REPO / "sgl_spec").iterdir():
-        if f.name not in ("__pycache__", "kernels", "patches"):  # a dev checkout may link those two in sgl_spec/
-            (pkg / f.name).symlink_to(f)
-    (pkg / "kernels").symlink_to(REPO / "kernels")
-    (pkg / "patches").symlink_to(REPO / "patches")
-    info = folder / "sgl_spec-0.1.0.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sgl-spec\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    return folder
-
-
-def command_and_env(device, model, port, args, python=None, site="/tmp/site", overlay=None):
-    args = [str(a) for a in args]
-    if device == "cpu":
-        sys.path.insert(0, str(REPO / "tests" / "support"))
-        import harness
-
-        if harness.test_device() != "cpu":
-            raise RuntimeError("--device cpu uses tests/support/harness.py's CPU setup: unset SGL_SPEC_TEST_DEVICE")
-        return harness.server_command(model, port, args), harness.server_env()
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (overlay, site, env.get("PYTHONPATH")) if p)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")  # the GPU kit's setting
-    cmd = [python or sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--device", "cuda",
-           "--host", "127.0.0.1", "--port", str(port), "--skip-server-warmup", "--random-seed", "0", *args]
-    return cmd, env
-
-
 def _tail(path: Path, n: int = 60) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
@@ -109,8 +55,7 @@ def _tail(path: Path, n: int = 60) -> str:
         return "<no log>"
 
 
-class ServerFailed(RuntimeError):
-    pass
+ServerFailed = common.support().ServerFailed
 
 
 class Server:
@@ -135,62 +80,26 @@ class Server:
         return self.proc.poll() is None
 
 
-def _wait_ready(proc, url, log_path, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ServerFailed(f"server exited with {proc.returncode} during startup; log tail:\n{_tail(log_path)}")
-        # /health_generate runs a one-token generation: 200 means the scheduler really serves.
-        with contextlib.suppress(OSError, urllib.error.URLError):
-            with urllib.request.urlopen(url + "/health_generate", timeout=30) as resp:
-                if resp.status == 200:
-                    return
-        time.sleep(0.5)
-    raise ServerFailed(f"server not ready after {timeout}s; log tail:\n{_tail(log_path)}")
-
-
-def _kill_group(proc, grace=15.0):
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
-                break
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.2)
-        else:
-            continue
-        break
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=1)
-
-
 @contextlib.contextmanager
-def launch(device, model, args, log_dir, timeout=600, ports=None, **kw):
+def launch(device, model, args, log_dir, timeout=600, ports=None, python=None, site="/tmp/site", overlay=True):
     """Start a server with ``args``, wait until it serves, yield a Server, then kill its process group.
 
-    ``ports``: (HTTP, torch.distributed) from ``server_ports`` when servers start in parallel; default: free ports."""
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
+    ``ports``: (HTTP, torch.distributed) from ``server_ports`` when servers start in parallel; default: a pair for
+    index 0 of this process."""
     port, nccl_port = ports or server_ports(0, os.getpid())
     args = [*args, "--nccl-port", nccl_port]
-    log_path = log_dir / f"server-{port}.log"
-    cmd, env = command_and_env(device, model, port, args, **kw)
-    t0 = time.monotonic()
-    with open(log_path, "wb") as log:
-        log.write((" ".join(cmd) + "\n").encode())
-        log.flush()
-        proc = subprocess.Popen(cmd, cwd=log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait_ready(proc, f"http://127.0.0.1:{port}", log_path, timeout)
-        yield Server(proc, port, log_path, time.monotonic() - t0)
-    finally:
-        _kill_group(proc)
+    if device != "cpu":
+        args = ["--device", "cuda", "--skip-server-warmup", "--random-seed", "0", *args]
+    with common.launch_server(device, model, args, log_dir, timeout=timeout, port=port, python=python, site=site,
+                              overlay=overlay) as (proc, port, log_path, startup_s):
+        yield Server(proc, port, Path(log_path), startup_s)
+
+
+def command_and_env(device, model, port, args, python=None, site="/tmp/site", overlay=True):
+    return common.server_command(device, model, port, args, site=site, overlay=overlay, python=python)
 
 
 def overlay_dir() -> Path:
-    return make_overlay(Path(tempfile.mkdtemp(prefix="sgl-spec-overlay-")))
+    import tempfile
+
+    return common.make_overlay(Path(tempfile.mkdtemp(prefix="sgl-spec-overlay-")))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Acceptance study: how well does each draft page policy predict the target, per γ? (issue 4)
+"""Acceptance study: how well does each draft page policy predict the target, per γ?
 
 For every configuration (draft policy × page ratio × γ) a real SGLang server with ``--spec-algo quantspec`` on
 pycode-30m serves every prompt of bench/data/acceptance_prompts.json (20 starts of
@@ -13,7 +13,7 @@ long Python files, 4k-15k tokens, see bench/prompts.py) greedily, ``--max-new-to
          drafts after the first rejection are never judged, so they count neither way.
   keep   accepted / proposed draft tokens (spec_num_correct_drafts / spec_num_proposed_drafts): the share of the
          drafted tokens that end up in the output; it falls with γ at a fixed α (with α = 0.95 and γ = 8 it is 0.80),
-         so it measures γ as much as the draft. Earlier versions of this tool reported it as "alpha".
+         so it measures γ as much as the draft.
   tau    mean accept length, SGLang's definition: completion tokens / verify passes (spec_verify_ct; the first token
          comes from the prefill and counts, as in SGLang)
   pos    per-position acceptance from spec_correct_drafts_histogram (h[n] = verifies that accepted exactly n drafts):
@@ -35,15 +35,12 @@ the H100 (measured: 55-65 s with 4 at once) against ~10-15 s of decoding per con
 the select grid (8 policies x 3 ratios x 4 γ) fit one command. Parallel servers get fixed ports below the ephemeral
 range (acceptance_server.server_ports: SGLang's own distributed port pick raced, EADDRINUSE).
 
-  python3 bench/bench_acceptance.py --device cuda --model .devmodel/pycode-30m --out $OUT/acceptance.json
-  python3 bench/bench_acceptance.py --device cuda --grid select --out $OUT/acceptance_select.json
-  python3 bench/bench_acceptance.py --device cuda --grid full --no-per-request --gammas 2,4 ...  # old way, 2 halves
+  python bench/bench_acceptance.py --device cuda --model /path/to/pycode-30m                 # bench/results
+  python bench/bench_acceptance.py --device cuda --model /path/to/pycode-30m --grid select --out /tmp/select.json
   python bench/bench_acceptance.py --smoke                        # CPU, 2 prompts x 600 tokens, 2 servers, ~3 min
 
-GPU time (H100, estimated, not measured with --per-request): select grid = 8 launches (4 per-request servers of
-21 configurations x 20 prompts at concurrency 32, 4 dense) at --parallel 4: 2 waves of ~60 s startup + decoding
-(a per-request server: 420 requests of 128 tokens, ~1-3 min), so ~4-7 min; quick grid ≈ 3-4 min.
---time-budget-s (480 on cuda) starts no launch later than that; finished rows are written after every launch.
+GPU time (H100): the quick grid takes ~4 min, the select grid ~4-7 min at --parallel 4. --time-budget-s starts no
+launch later than that; finished rows are written after every launch.
 
 Output: one printed line per configuration; bench/results/acceptance.json (device, versions, command, rows; with
 --merge, rows of other configurations already in the file are kept) and acceptance.png (bench/plot_acceptance.py).
@@ -65,6 +62,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import acceptance_server as srvlib  # noqa: E402
+import common  # noqa: E402
 from acceptance_grid import (LABEL_KEY, SELECT_POLICIES, grid, jobs, label,  # noqa: E402,F401
                              page_score, policy_flags)
 import prompts as prompt_set  # noqa: E402
@@ -281,12 +279,8 @@ def environment(a) -> dict:
         info = json.loads(next(x for x in out.splitlines() if x.startswith("ENV "))[4:])
     except Exception as e:  # versions are nice to have; the run is the result
         info["error"] = f"{type(e).__name__}: {e}"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=30).stdout.strip()
-    except OSError:
-        commit = ""
-    info["versions"]["sgl-spec"] = commit or "unknown (no git)"
+    info["versions"]["sgl-spec"] = common.git_commit()
+    info["date"] = time.strftime("%Y-%m-%d")
     info["cpu_count"] = os.cpu_count()
     return info
 
@@ -310,15 +304,12 @@ def write(a, info, rows):
             old = json.loads(a.out.read_text()).get("rows", [])
     new_keys = {key(r) for r in rows}
     merged = [r for r in old if key(r) not in new_keys] + rows
-    doc = dict(info, command=" ".join([Path(sys.executable).name] + sys.argv), alpha_definition=ALPHA_DEFINITION,
+    doc = dict(info, command=common.command(), alpha_definition=ALPHA_DEFINITION,
                model=str(a.model),
                prompts=str(a.prompts), settings=dict(concurrency=a.concurrency, parallel=a.parallel,
                                                      cuda_graph=a.cuda_graph, grid=a.grid),
                elapsed_s=round(time.monotonic() - T0, 1), outputs=agreement(merged), rows=merged)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(a.out)
+    common.write_json(a.out, doc)
     return doc
 
 

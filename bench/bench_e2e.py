@@ -1,42 +1,33 @@
 #!/usr/bin/env python
-"""End-to-end decode benchmark: the real SGLang server per (mode, γ), driven over HTTP by concurrent streams.
+"""End-to-end decode benchmark: quantspec against stock SGLang, the real server per (mode, γ), driven over HTTP.
 
 Per server, for every (ctx, batch) of the grid: ``batch`` requests with distinct ``ctx``-token prompts start at once
 (greedy, ignore_eos, ``--gen`` new tokens); the decode window runs from "all prefills done" to "first request
-finished" (bench/e2e_client.py). One printed line and one JSON row per configuration; bench/results/e2e.json is
-rewritten after each (merged with earlier runs: a rerun continues where the last one stopped, ``--redo`` repeats).
+finished" (bench/e2e_client.py). One printed line and one JSON row per configuration; <out>/e2e.json is rewritten
+after each (merged with earlier runs: a rerun continues where the last one stopped, ``--redo`` repeats).
 
 Modes (bench/e2e_server.py): bf16 (stock SGLang, default backend), int8 (``--attention-backend quantspec``),
-int8-eager (same without CUDA graphs), spec-dense (``--spec-algo quantspec --quantspec-dense-draft``) and spec-topk
-(``--spec-algo quantspec``), both with ``--quantspec-speculate always`` (the raw speculative mode), spec-sync (spec-topk
-on SGLang's non-overlap scheduler, ``--disable-overlap-schedule``: what overlap scheduling gains), spec-unfused (spec-topk
-drafting with SGLang's own decoder layers, ``--quantspec-fused-draft off``: what sgl_spec/speculative/draft_layers.py gains), and spec-auto
-(``--spec-algo quantspec`` alone: the default server, auto-off included). ``--gammas`` applies to the spec modes;
-``auto`` takes each mode's best γ of the sweeps already in the JSON (spec-auto: spec-topk's; else the cost model's).
+spec-dense (``--spec-algo quantspec --quantspec-dense-draft``) and spec-topk (``--spec-algo quantspec``), both with
+``--quantspec-speculate always`` (speculation every step), and spec-auto (``--spec-algo quantspec`` alone: the default
+server, auto-off included). ``--gammas`` applies to the spec modes; ``auto`` takes each mode's best γ of the sweeps
+already in the JSON (spec-auto: spec-topk's; else the cost model's).
 
-Time: a GPU call is limited, so a grid runs as several invocations appending to one JSON (a rerun skips what is
-done). For repeated side-by-side comparisons, bench/e2e_pair.py keeps every mode's server up at once and
-alternates the cells between them. Every run prints its estimate up front; ``--plan`` prints, for the grid given, the invocations that fit
-``--budget-s`` each (bench/e2e_plan.py: rates measured in the JSON so far, else guesses).
+Speedups are decode tokens/s over the bf16 row of the same cell, from the server's own "gen throughput" log lines
+(``log_speedup``, primary) and from the client's count of streamed tokens (``speedup``). The cost model fitted to the
+rows is written as <out>/costmodel_<model>.json (``--quantspec-cost-model`` takes it as auto mode's starting point).
+``--budget-s`` starts no server or configuration that would not finish in time (the rest is recorded as skipped;
+rerun the same command to continue).
 
-Models: pycode-30m (real weights, Python prompts from the stdlib) or a built-in config-only model with
-``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; its acceptance is flagged meaningless;
-bench/make_dummy_model.py writes its folder for a hand-launched server).
+Models: NAME=PATH (real weights, Python prompts from the standard library) or a built-in config-only model with
+``--load-format dummy`` and random prompts (llama3-8b-dummy: step costs only; random weights accept every draft, so
+its acceptance is flagged meaningless; bench/make_dummy_model.py writes its folder for a hand-launched server).
 
-  # GPU: gpu-kit in /tmp/site (also the client's tokenizers/requests), pycode-30m in /tmp/m; the server gets this
-  # working tree as sgl-spec through an overlay (no pip install; --no-overlay uses an installed sgl-spec)
-  python bench/bench_e2e.py --plan --model pycode-30m=/tmp/m --modes bf16,int8,spec-topk,spec-dense,spec-auto  # CPU
-  export PYTHONPATH=/tmp/site HF_HUB_OFFLINE=1 SGLANG_USE_SGL_FA3_KERNEL=1
-  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes bf16,int8 --budget-s 540        # baselines
-  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk --gammas 2,4,6 \
-      --ctx 4096,15360 --batch 1,32,128 --budget-s 540                                         # γ sweep
-  python3 bench/bench_e2e.py --model pycode-30m=/tmp/m --modes spec-topk,spec-dense --gammas auto --budget-s 540
-  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8 --shared-prefix --budget-s 540  # step
-  python3 bench/bench_e2e.py --model llama3-8b-dummy --modes spec-topk --shared-prefix --budget-s 540   # costs
-  python bench/plot_e2e.py bench/results/e2e.json                                              # PNGs (CPU is fine)
-  python bench/e2e_table.py > /tmp/measured.md                          # the README's tables (markdown, CPU is fine)
-  # CPU: tiny random Llama, bf16 + spec-topk (γ=2) x 4 configurations, every code path (~2 min)
-  python bench/bench_e2e.py --smoke
+  python bench/bench_e2e.py --model pycode-30m=/path/to/pycode-30m                  # the default grid (GPU)
+  python bench/bench_e2e.py --model pycode-30m=/path/to/pycode-30m --modes spec-topk --gammas 2,4,6   # γ sweep
+  python bench/bench_e2e.py --model llama3-8b-dummy --modes bf16,int8,spec-topk --shared-prefix      # step costs
+  python bench/plot_e2e.py bench/results/e2e.json                                    # PNGs (CPU is fine)
+  python bench/performance_doc.py --write                                           # docs/PERFORMANCE.md
+  python bench/bench_e2e.py --smoke     # CPU: tiny random Llama, bf16 + spec-topk (γ=2) x 4 configurations (~2 min)
 """
 from __future__ import annotations
 
@@ -46,8 +37,8 @@ import shlex
 import time
 from pathlib import Path
 
+import common
 import e2e_client
-import e2e_plan
 import e2e_results
 import e2e_server
 from e2e_setup import REPO, setup
@@ -77,18 +68,15 @@ def parse_args(argv=None):
     ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummy 8192)")
     ap.add_argument("--extra", default="", help="more server arguments, one shell-quoted string")
     ap.add_argument("--procs", type=int, default=8, help="client processes at most (16 requests each)")
-    ap.add_argument("--site", default="/tmp/site", help="GPU: gpu-kit's SGLang install, first on the server's path")
+    ap.add_argument("--site", default="/tmp/site", help="GPU: an offline SGLang install put first on the server's "
+                                                         "path, if the folder exists")
     ap.add_argument("--no-overlay", action="store_true",
                     help="GPU: use the installed sgl-spec instead of this working tree (overlay)")
-    ap.add_argument("--budget-s", "--time-budget-s", type=float, default=540,
+    ap.add_argument("--budget-s", "--time-budget-s", type=float, default=float("inf"),
                     help="start no server/configuration that would not finish within this many seconds")
     ap.add_argument("--out", help="results folder (default bench/results; --smoke: /tmp/sgl_spec_e2e_smoke)")
     ap.add_argument("--log-dir", help="server logs (default <out>/e2e_logs)")
-    ap.add_argument("--continue-from", help="start from this e2e.json when <out>/e2e.json does not exist yet "
-                                            "(GPU calls: --out $OUT --continue-from bench/results/e2e.json)")
-    ap.add_argument("--plan", action="store_true",
-                    help="print the time estimate and the GPU invocations (<= --budget-s each) that cover the grid, "
-                         "minus what the JSON already has, and exit (CPU is fine)")
+    ap.add_argument("--continue-from", help="start from this e2e.json when <out>/e2e.json does not exist yet")
     ap.add_argument("--redo", action="store_true", help="rerun configurations the JSON already has")
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny random Llama, bf16 + spec-topk, 4 configs")
@@ -150,7 +138,7 @@ class Clock:
 
 
 def _row_base(a, device, model, mode, gamma, ctx, b):
-    return {"device": device, "model": model, "mode": mode, "gamma": gamma, "ctx": ctx, "batch": b, "gen": a.gen,
+    return {"kind": "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma, "ctx": ctx, "batch": b, "gen": a.gen,
             "temperature": a.temperature, "shared_prefix": a.shared_prefix}
 
 
@@ -163,7 +151,7 @@ def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[
         if mode == "spec-topk":
             args += ["--quantspec-min-pages", "1"]
     else:
-        args = e2e_server.gpu_args(path, max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
+        args = e2e_server.gpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
                                    chunk=a.chunk, mem_fraction=mem_fraction)
     return args + e2e_server.mode_args(mode, gamma) + shlex.split(a.extra)
 
@@ -191,7 +179,7 @@ def capacity_shortfall(a, ctx_info, row) -> str:
 
 def cell_blocker(a, ctx_info, clock, srv, row):
     """Why the row's cell is not measured on ``srv`` now: (status fields, whether the server's later cells stop too),
-    or (None, False) when it can be. One rule for bench_e2e's runs and e2e_pair's."""
+    or (None, False) when it can be. """
     short = capacity_shortfall(a, ctx_info, row)
     if short:
         return {"status": "skipped", "reason": short}, False
@@ -322,14 +310,6 @@ def _summary(doc, device, model):
 
 def main(argv=None):
     a = parse_args(argv)
-    if a.plan:  # no server, no model files: only the grid, the JSON and the rates
-        doc = e2e_results.load(a.out / "e2e.json")
-        if not doc["rows"] and a.continue_from and Path(a.continue_from).exists():
-            doc = e2e_results.load(a.continue_from)
-        model = (a.model or "pycode-30m").partition("=")[0]
-        device = doc.get("meta", {}).get("device", "cuda")
-        e2e_plan.show(a, doc, device, model, plan(a, doc, device, model), _row_base)
-        return
     a.out.mkdir(parents=True, exist_ok=True)
     if a.continue_from and not (a.out / "e2e.json").exists() and Path(a.continue_from).exists():
         e2e_results.save(e2e_results.load(a.continue_from), a.out / "e2e.json")
@@ -342,8 +322,6 @@ def main(argv=None):
     print(f"[e2e] {device}, model {model} ({'dummy weights' if dummy else path}), grid ctx {a.ctx} x batch "
           f"{a.batch}, gen {a.gen}, budget {a.budget_s:.0f} s", flush=True)
     servers = plan(a, doc, device, model)
-    if not a.smoke:
-        e2e_plan.show(a, doc, device, model, servers, _row_base, only_estimate=True)
     for mode, gamma in servers:
         run_server(a, doc, clock, ctx_info, mode, gamma)
         e2e_results.derive(doc, a.model_cfgs)
@@ -356,10 +334,8 @@ def main(argv=None):
               f"cost model {g['costmodel_best']} (α median {g['alpha_median']:.2f})", flush=True)
     cm_json = doc.get("costmodel", {}).get(e2e_results.group_name(device, model, a.shared_prefix))
     if cm_json:
-        import json
-
         suffix = "_shared-prefix" if a.shared_prefix else ""
-        (a.out / f"costmodel_{model}{suffix}.json").write_text(json.dumps(cm_json, indent=1))
+        common.write_json(a.out / f"costmodel_{model}{suffix}.json", cm_json)
     if not a.no_plot:
         try:
             import plot_e2e

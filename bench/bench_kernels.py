@@ -13,7 +13,7 @@ Per configuration (every request holds ``ctx`` tokens; the newest is at position
   quantize_pages       one launch quantizing one page per request (at ctx 32k, or the nearest ctx in the grid), and
                 one graph of --layers such launches; frac_step_lb = layers * t_quantize / (layers * t_bf16_decode
                 at 32k + Llama-3-8B weight bytes / copy bandwidth) (criterion: < 2%; bench/quant_criterion.py)
-Timing: bench/l2_timer.py (do_bench's procedure), median, of CUDA-graph replays of each call (``--eager``: plain
+Timing: bench/kernel_timing.py (do_bench's procedure), median, of CUDA-graph replays of each call (``--eager``: plain
 calls), for our kernels and the baselines alike, as SGLang runs decode; a 256 MB buffer is read (``--l2-flush read``,
 default: clean L2 lines, as after a decode step's weight reads) or zeroed (``zero``: do_bench's own flush, whose dirty
 lines every call then writes back) before every timed call, so each call starts with a cold L2 (50-60 MB), and small
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 import time
@@ -36,15 +35,15 @@ from pathlib import Path
 
 import torch
 
+import common
 import kernel_baselines as kb
 import quant_criterion as qc
-from l2_timer import FLUSH_MODES
 from kernel_cases import (HKV, HQ, D, DTYPE, RING, SM_SCALE, bf16_pages, bytes_bf16_attention, bytes_draft,
                           bytes_quantize, bytes_select, bytes_verify, draft_args, n_pages, page_bytes, quant_pages,
                           sparse_count, verify_q_start)
 from kernel_guard import GuardError, guard_attention, guard_baselines, guard_quantize, guard_select
 from kernel_loading import OPS, load_kernels
-from kernel_timing import copy_gbps, make_timer, rotate
+from kernel_timing import FLUSH_MODES, copy_gbps, make_timer, rotate
 
 T0 = time.time()  # process start: --time-budget-s counts from here (imports, JIT probes and guards included)
 QUANT_CTX = 32768  # the criterion compares with a BF16 decode step at 32k
@@ -80,7 +79,7 @@ def parse_args(argv=None):
                     help="verify_attention's page partition: the server's default (batch_invariant=False: splits "
                          "follow the batch) or --enable-deterministic-inference's batch-invariant one")
     ap.add_argument("--l2-flush", choices=FLUSH_MODES, default="read",
-                    help="how the L2 is made cold before each timed call (bench/l2_timer.py): read a 256 MB buffer "
+                    help="how the L2 is made cold before each timed call (bench/kernel_timing.py): read a 256 MB buffer "
                          "(clean lines, as in a decode step) or zero it (do_bench's flush: dirty lines to write back)")
     ap.add_argument("--warmup-ms", type=float, default=25)
     ap.add_argument("--rep-ms", type=float, default=100)
@@ -316,10 +315,10 @@ def main(argv=None):
     env["quant_ctx"] = min(a.ctx, key=lambda c: abs(c - QUANT_CTX))
     import triton
 
-    result = dict(device=env["device"], timing="eager" if a.eager or a.device != "cuda" else "cuda_graph_replay",
+    result = dict(**common.run_meta(a.device), timing="eager" if a.eager or a.device != "cuda" else "cuda_graph_replay",
                   timing_flush=a.l2_flush if a.device == "cuda" else None,
                   torch=torch.__version__, triton=triton.__version__, flashinfer=fi_desc,
-                  sgl_kernel=fa3_desc, copy_gbps=gbps, impl=a.impl, command=" ".join([sys.executable] + sys.argv),
+                  sgl_kernel=fa3_desc, copy_gbps=gbps, impl=a.impl,
                   shapes=dict(hq=HQ, hkv=HKV, head_dim=D, dtype=str(DTYPE)),
                   sparse=dict(ratio=a.ratio, min_pages=a.min_pages, sink_pages=a.sink_pages,
                               note="k = max(min(n, max(min_pages, ceil(ratio*n))), min(sink_pages, n)), "
@@ -378,9 +377,7 @@ def _criterion(a, env):
 
 
 def _write_json(path, result):
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, path)
+    common.write_json(path, result)
 
 
 if __name__ == "__main__":

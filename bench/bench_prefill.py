@@ -13,7 +13,6 @@ Prints one line per configuration and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import common  # noqa: E402
 from sgl_spec.kvcache.format import KVFormat  # noqa: E402
 from sgl_spec.kernels.quantize_pages.ref import quantize_pages_ref  # noqa: E402
 from sgl_spec.kvcache.prefill import extend_attention  # noqa: E402
@@ -116,12 +116,11 @@ def main(argv=None):
         del q, k, v, store
         if dev == "cuda":
             torch.cuda.empty_cache()
-    doc = {"device": name, "torch": torch.__version__, "command": " ".join([Path(sys.executable).name] + sys.argv),
+    doc = {**common.run_meta(dev), "torch": torch.__version__,
            "note": "one layer call of extend_attention; bf16_sdpa_ms is stock causal attention over BF16 keys "
                    "(yardstick, not the same function)", "rows": rows}
     if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(doc, indent=1))
+        common.write_json(a.out, doc)
         print(f"wrote {a.out}")
     return 0
 

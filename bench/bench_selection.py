@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Selection cost (issue 4): what page scoring + top-k selection add to one draft-verify round, on the GPU.
+"""Selection cost: what page scoring + top-k selection add to one draft-verify round, on the GPU.
 
 One attention-only round of an L-layer model, every layer: γ x draft_decode over the sparse pages (ratio 7%, min 8
 pages, 1 sink: the server's defaults) + one verify_attention over γ+1 rows. Timed as one CUDA graph each:
@@ -9,7 +9,7 @@ pages, 1 sink: the server's defaults) + one verify_attention over γ+1 rows. Tim
             select_topk_pages launch over all layers: forced recent/completed pages, score smoothing if any, the
             per-slot table update) + its next ``for_round`` (the batch's page lists from the per-slot tables), for
             each --policies entry
-  overhead = (t_policy - t_base) / t_policy         (issue 4: <= 6%)
+  overhead = (t_policy - t_base) / t_policy         (criterion: <= 6%)
 
 ``topk-head`` (per-kv-head tables) selects Hkv lists per layer; its round still drafts over the per-layer lists
 (the same number of pages and bytes per head). ``+lse scores``: the verify with --quantspec-page-score lse.
@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
+import common
 import kernel_cases  # noqa: F401  (makes sgl_spec importable from this checkout)
 from sgl_spec.kernels.draft_decode import draft_decode
 from sgl_spec.kernels.verify_attention import verify_attention
@@ -259,9 +258,9 @@ def main(argv=None):
     t = timer(a)
     import triton
 
-    res = dict(device=torch.cuda.get_device_name() if a.device == "cuda" else "cpu", torch=torch.__version__,
+    res = dict(**common.run_meta(a.device), torch=torch.__version__,
                triton=triton.__version__, timing="cuda_graph_replay (do_bench median, cold L2)" if a.device == "cuda"
-               else "cpu wall clock (smoke: says nothing about the GPU)", command=" ".join([sys.executable] + sys.argv),
+               else "cpu wall clock (smoke: says nothing about the GPU)",
                settings=dict(gamma=a.gamma, page=a.page, ratio=a.ratio, min_pages=a.min_pages,
                              sink_pages=a.sink_pages, policies=a.policies),
                note="attention-only rounds (no MLP/projections/sampling/host): overhead is an upper bound of the "
@@ -291,11 +290,11 @@ def main(argv=None):
                 res["rows"].append(row)
                 print(line, flush=True)
                 a.out.parent.mkdir(parents=True, exist_ok=True)
-                a.out.write_text(json.dumps(res, indent=1))
+                common.write_json(a.out, res)
     worst = {p: max((r["policies"][p]["overhead"] for r in res["rows"]), default=None) for p in a.policies}
     res["worst_overhead"] = worst
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(res, indent=1))
+    common.write_json(a.out, res)
     for p, w in worst.items():
         if w is not None:
             print(f"[criterion] {p}: worst overhead {w:.1%} over {len(res['rows'])} configurations -> "

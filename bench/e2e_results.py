@@ -18,12 +18,12 @@ own log (``log_baseline_tok_per_s``/``log_speedup``/``log_speedup_vs_int8``: see
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+
+import common
 
 REPO = Path(__file__).resolve().parent.parent
 try:
@@ -35,9 +35,7 @@ except ImportError:  # not installed: the repo itself (appended, so PyPI's `kern
 KEY = ("device", "model", "mode", "gamma", "ctx", "batch", "shared_prefix")
 CELL = ("device", "model", "ctx", "batch", "shared_prefix")  # rows of one cell compare with each other
 # spec-auto mixes rounds and plain steps: no step kind, never fitted
-KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "int8-eager": "ar_int8_eager", "spec-dense": "round",
-        "spec-topk": "round", "spec-sync": "round", "spec-unfused": "round", "spec-triton": "round",
-        "spec-dense-triton": "round", "spec-verify-triton": "round", "spec-verify-gluon": "round", "spec-auto": None}
+KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "spec-dense": "round", "spec-topk": "round", "spec-auto": None}
 
 
 def row_key(r: dict, keys=KEY) -> tuple:
@@ -45,18 +43,11 @@ def row_key(r: dict, keys=KEY) -> tuple:
 
 
 def load(path) -> dict:
-    p = Path(path)
-    if p.exists():
-        return json.loads(p.read_text())
-    return {"meta": {}, "runs": [], "rows": []}
+    return common.load_json(path) or {"meta": {}, "runs": [], "rows": []}
 
 
 def save(doc: dict, path) -> None:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
-    os.replace(tmp, p)  # atomic: a killed run never leaves a half-written file
+    common.write_json(path, doc)
 
 
 def upsert(doc: dict, row: dict) -> None:
@@ -87,7 +78,7 @@ def _step_ms(r: dict):
     return 1e3 * per_step_tokens / r["tok_per_s"]
 
 
-MIN_FIT_ROWS = {"ar_bf16": 3, "ar_int8": 3, "ar_int8_eager": 3, "round": 4}
+MIN_FIT_ROWS = {"ar_bf16": 3, "ar_int8": 3, "round": 4}
 
 
 def _predict(model, r: dict):

@@ -1,11 +1,7 @@
 """bench_e2e.py's SGLang servers: modes, command lines, start/stop, and what the server log says.
 
-GPU: ``python3 -m sglang.launch_server`` with PYTHONPATH = an overlay that makes this working tree importable as the
-installed sgl-spec (bench/acceptance_server.py's ``make_overlay``: no pip install on the GPU machine, and always the
-tree being benchmarked) + gpu-kit's /tmp/site + the caller's PYTHONPATH; HF_HUB_OFFLINE=1 and
-SGLANG_USE_SGL_FA3_KERNEL=1. CPU (--smoke): tests/support/harness.py's command and
-environment (sgl_kernel shims, CPU engine). In both, cwd is the log folder (never the repo root, whose sgl_spec/kernels/
-folder would shadow PyPI's ``kernels``) and the server runs in its own process group, killed as a group.
+Launch and teardown are bench/common.py's ``launch_server`` (the working tree as sgl-spec through an overlay on the
+GPU, tests/support/harness.py's CPU setup for --smoke, own process group, killed as a group).
 
 Server settings, and why (GPU):
 * ``--context-length``: the longest prompt + generated tokens + a verify window + a page, rounded up to 1 Ki.
@@ -25,57 +21,27 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import requests
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "support"))
-import harness  # noqa: E402  (process-group kill, readiness wait, CPU command/env)
+import common
+
+REPO = common.REPO
 
 MODES = {
     "bf16": {"args": [], "spec": False, "quant": False, "desc": "stock SGLang, default attention backend, BF16 KV"},
     "int8": {"args": ["--attention-backend", "quantspec"], "spec": False, "quant": True,
              "desc": "quantspec INT8 KV, no speculation"},
-    "int8-eager": {"args": ["--attention-backend", "quantspec", "--disable-cuda-graph"], "spec": False,
-                   "quant": True, "desc": "INT8 mode without CUDA graphs (the cost of an eager plain step)"},
-    # The raw speculative modes speculate every step (--quantspec-speculate always, the default since the H200 grid);
-    # spec-auto: top-k draft, plain INT8 steps where the cost model says speculation loses (--quantspec-speculate auto).
+    # The raw speculative modes speculate every step (--quantspec-speculate always): what speculation itself gives.
     "spec-dense": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate", "always"],
                    "spec": True, "quant": True, "desc": "quantspec speculation every step, dense 4-bit draft"},
     "spec-topk": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always"], "spec": True,
                   "quant": True, "desc": "quantspec speculation every step, top-k sparse 4-bit draft"},
-    # spec-topk on SGLang's non-overlap scheduler (the only one quantspec ran on before overlap support): the host's
-    # per-step scheduling work is then not hidden behind the GPU.
-    "spec-sync": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--disable-overlap-schedule"],
-                  "spec": True, "quant": True, "desc": "spec-topk with the non-overlap scheduler"},
-    # spec-topk with SGLang's own decoder layers in the draft passes (A/B of sgl_spec/speculative/draft_layers.py)
-    "spec-unfused": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always", "--quantspec-fused-draft",
-                              "off"], "spec": True, "quant": True,
-                     "desc": "spec-topk drafting with SGLang's unfused decoder layers"},
-    # spec-topk / spec-dense with the Triton draft kernel (A/B of sgl_spec/kernels/draft_decode/gluon_pages.py, on by default where
-    # it runs: --quantspec-draft-kernel auto)
-    "spec-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
-                             "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
-                    "desc": "spec-topk with the Triton draft kernel"},
-    "spec-dense-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-dense-draft", "--quantspec-speculate",
-                                   "always", "--quantspec-draft-kernel", "triton"], "spec": True, "quant": True,
-                          "desc": "spec-dense with the Triton draft kernel"},
-    # spec-topk with the Triton verify kernel at every batch (A/B of sgl_spec/kernels/verify_attention/gluon_pages.py, taken from 64
-    # request x KV-head pairs a launch by --quantspec-verify-kernel auto)
-    "spec-verify-triton": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
-                                    "--quantspec-verify-kernel", "triton"], "spec": True, "quant": True,
-                           "desc": "spec-topk with the Triton verify kernel"},
-    "spec-verify-gluon": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
-                                   "--quantspec-verify-kernel", "gluon"], "spec": True, "quant": True,
-                          "desc": "spec-topk with the Gluon verify kernel at every batch"},
+    # The default server: top-k draft, plain INT8 steps where the cost model says speculation loses.
     "spec-auto": {"args": ["--spec-algo", "quantspec", "--quantspec-speculate", "auto"], "spec": True, "quant": True,
                   "desc": "quantspec auto-off: top-k draft, plain INT8 steps where speculation would lose"},
 }
@@ -120,9 +86,8 @@ def context_length(max_ctx: int, gen: int, gamma: int, page: int = 64) -> int:
     return -(-need // 1024) * 1024
 
 
-def gpu_args(model_dir, *, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> list[str]:
-    args = ["--model-path", str(model_dir), "--host", "127.0.0.1",
-            "--context-length", str(context_length(max_ctx, gen, gamma)),
+def gpu_args(*, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> list[str]:
+    args = ["--context-length", str(context_length(max_ctx, gen, gamma)),
             "--max-running-requests", str(max_batch + 2), "--cuda-graph-max-bs", str(max(max_batch, 1)),
             "--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(chunk),
             "--mem-fraction-static", str(mem_fraction), "--disable-prefill-cuda-graph",
@@ -173,49 +138,14 @@ class BenchServer:
         raise RuntimeError("/flush_cache kept failing")
 
 
-def gpu_command(args: list[str], port: int, site, overlay: bool) -> tuple[list[str], dict]:
-    cmd = [sys.executable, "-m", "sglang.launch_server", *args, "--port", str(port)]
-    env = dict(os.environ)
-    paths = [str(site) if site and Path(site).is_dir() else None, env.get("PYTHONPATH")]
-    if overlay:
-        sys.path.insert(0, str(REPO / "bench"))
-        from acceptance_server import make_overlay
-
-        paths.insert(0, str(make_overlay(Path(tempfile.mkdtemp(prefix="sglspec-overlay-")))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env.pop("TRITON_INTERPRET", None)
-    return cmd, env
-
-
 @contextlib.contextmanager
-def launch(args: list[str], *, device: str, log_dir, model_dir=None, timeout: float = 900, site="/tmp/site",
+def launch(args: list[str], *, device: str, log_dir, model_dir, timeout: float = 900, site="/tmp/site",
            overlay: bool = True):
-    """Start a server (``args`` after the model path on CPU; full args on GPU), wait until it generates, yield a
-    BenchServer, kill its process group. GPU: ``site`` (gpu-kit's install) and, with ``overlay``, this working tree
-    as sgl-spec go first on the server's PYTHONPATH."""
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    def spawn(port):
-        log_path = log_dir / f"server-{time.strftime('%H%M%S')}-{port}.log"
-        if device == "cpu":
-            cmd, env = harness.server_command(model_dir, port, args), harness.server_env()
-        else:
-            cmd, env = gpu_command(args, port, site, overlay)
-        with open(log_path, "wb") as log:
-            log.write(("$ " + " ".join(cmd) + "\n").encode())
-            log.flush()
-            proc = subprocess.Popen(cmd, cwd=log_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        return proc, log_path
-
-    proc, port, log_path, startup_s = harness.start_ready(spawn, timeout)
-    try:
+    """Start a server of ``model_dir`` with ``args`` (bench/common.py: overlay, process group, readiness), yield a
+    BenchServer, kill its process group."""
+    with common.launch_server(device, model_dir, args, log_dir, timeout=timeout, site=site,
+                              overlay=overlay) as (proc, port, log_path, startup_s):
         yield BenchServer(proc, port, log_path, startup_s)
-    finally:
-        harness._kill_group(proc)
 
 
 # ---- the log ---------------------------------------------------------------------------------------------------------

@@ -1,30 +1,15 @@
 """What one end-to-end run measures on: the device's name, the model (real checkpoint, built-in dummy config or the
-smoke test's tiny Llama) and the prompts of each (ctx, batch) cell, shared by bench_e2e.py (one server per mode)
-and e2e_pair.py (every mode's server up at once)."""
+smoke test's tiny Llama) and the prompts of each (ctx, batch) cell: every server of a run gets the same ones."""
 from __future__ import annotations
 
-import subprocess
 import sys
-import time
 from pathlib import Path
 
+import common
 import e2e_server
 from e2e_prompts import PythonCorpus, random_prompts
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-def device_name(device: str) -> str:
-    if device == "cpu":
-        return "cpu"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30).stdout.strip().splitlines()
-        if out:
-            return out[0].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "cuda"
+REPO = common.REPO
 
 
 def resolve_model(a):
@@ -34,7 +19,8 @@ def resolve_model(a):
         import torchvision_fix  # transformers imports the CUDA-built torchvision (tests/shims)
 
         torchvision_fix.install()
-        from tinymodel import make_tiny_llama  # tests/support is on sys.path (e2e_server imports harness)
+        common.support()  # tests/support on sys.path
+        from tinymodel import make_tiny_llama
 
         return "tiny-llama", make_tiny_llama(a.out / "models" / "tiny-llama", dtype="float32"), False
     spec = a.model or f"pycode-30m={REPO.parent / 'shared' / 'models' / 'pycode-30m'}"
@@ -50,13 +36,13 @@ def resolve_model(a):
 def setup(a):
     """(ctx_info, meta) of a run: ctx_info = (device, model, path, dummy, cfg, page, prompts_for); the prompts of a
     (ctx, batch) depend on nothing else, so every server and every repeat gets the same ones."""
-    device = device_name(a.device)
+    meta = common.run_meta(a.device)
+    device = meta["device"]
     model, path, dummy = resolve_model(a)
     cfg = e2e_server.model_config(path)
     page = 32 if a.smoke else 64
     a.model_cfgs = {model: (cfg, page)}
-    meta = {"device": device, "model": model, "model_path": str(path), "dummy": dummy, "argv": sys.argv[1:],
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "python": sys.version.split()[0]}
+    meta.update(model=model, model_path=str(path), dummy=dummy)
     if dummy:
         prompts_for = lambda ctx, b, seed_extra=0: random_prompts(  # noqa: E731
             b, ctx, cfg["vocab_size"], seed=ctx * 1009 + b * 7 + seed_extra)

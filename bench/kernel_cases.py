@@ -154,26 +154,6 @@ def quant_pages(lens, P, device, copies=1, tokens=None, gen=None):
     return out
 
 
-def relayout_scales(store: PageStore, mode: str) -> PageStore:
-    """The same pages with their scales and zeros laid out by ``mode`` (dev timing of the layout, bench/dev_kernels.py
-    ``sl=``): "split" as allocated (four tensors); "packed": one buffer [pages, H, 2 D + 2 P] fp16 holding, per (page,
-    KV head), key scales, key zeros, value scales and value zeros side by side (one 768-byte run at P = 64 instead of
-    four runs in four tensors; the four tensors are views of it); "alias": every page reads page 0's scales and zeros
-    (page stride 0: the scale bytes come from L2, the kernels' instructions unchanged)."""
-    if mode == "split":
-        return store
-    ks, kz, vs, vz = store.k_scale, store.k_zero, store.v_scale, store.v_zero
-    if mode == "alias":
-        return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower,
-                         *(t[:1].expand_as(t) for t in (ks, kz, vs, vz)))
-    if mode != "packed":
-        raise ValueError(f"scale layout must be split, packed or alias, got {mode!r}")
-    d, p = ks.shape[2], vs.shape[2]
-    buf = torch.cat([ks, kz, vs, vz], dim=2).contiguous()
-    return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower, buf[..., :d], buf[..., d:2 * d],
-                     buf[..., 2 * d:2 * d + p], buf[..., 2 * d + p:])
-
-
 def _fill_request(store, pt_row, ring_k, ring_v, k, v, P):
     n = k.shape[0]
     last = (n - 1) // P  # the page of the newest token: ring only

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+import common
+
 COLORS = {"dense": "black", "topk": "tab:blue", "topk-last": "tab:green", "streaming": "tab:orange"}
 EXTRA = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "gray"]  # topk+... variants
 STYLES = ["-", "--", ":", "-."]
@@ -28,10 +30,7 @@ def series(rows):
 
 
 def plot(json_path, png_path=None) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = common.pyplot()
 
     json_path = Path(json_path)
     png_path = Path(png_path) if png_path else json_path.with_suffix(".png")
@@ -66,10 +65,7 @@ def plot(json_path, png_path=None) -> str:
     n = res["rows"][0].get("num_prompts")
     fig.suptitle(f"pycode-30m, {n} prompts, {res['rows'][0].get('max_new_tokens')} new tokens, "
                  f"page {res['rows'][0].get('page_size')} - {res.get('device', '?')}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
-    return f"wrote {png_path}"
+    return f"wrote {common.save_fig(fig, png_path, dpi=110)}"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """PNGs from bench/results/e2e.json, per (device, model). "Speedup" is ``log_speedup``: decode tok/s from the server's
 own "gen throughput" log lines over the stock BF16 row's of the same cell (e2e_results.log_speedups; the client's
-streamed-token rate saturates first on one-token-per-event modes and flatters speculation, see bench/e2e_table.py).
+streamed-token rate saturates first on one-token-per-event modes and flatters speculation).
 
 * ``e2e_heatmap_<model>.png``: speedup over stock BF16 decoding on the batch × context grid, one panel per mode
   (spec modes at their best measured γ per cell, γ written in the cell; red < 1: slower than stock);
@@ -20,10 +20,10 @@ import json
 import sys
 from pathlib import Path
 
+import common
 import e2e_results
 
-MODE_ORDER = ("int8", "int8-eager", "spec-dense", "spec-dense-triton", "spec-topk", "spec-sync", "spec-unfused",
-              "spec-triton", "spec-verify-triton", "spec-verify-gluon", "spec-auto")
+MODE_ORDER = ("int8", "spec-dense", "spec-topk", "spec-auto")
 S = "log_speedup"
 
 
@@ -40,14 +40,11 @@ def _best_rows(rows):
 
 
 def plot(json_path, out_dir) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = common.pyplot()
     from matplotlib.colors import TwoSlopeNorm
 
     doc = json.loads(Path(json_path).read_text())
-    e2e_results.log_speedups(doc["rows"])  # files written before the field existed
+    e2e_results.log_speedups(doc["rows"])
     out_dir = Path(out_dir)
     written = []
     groups = {}
@@ -153,12 +150,7 @@ def _tokens_plot(plt, best, modes, tag, path):
 
 
 def _save(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return common.save_fig(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -10,15 +10,14 @@ import json
 import sys
 from pathlib import Path
 
+import common
+
 STYLES = ["-", "--", ":", "-."]
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
 
 
 def plot(json_path, png_path=None) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = common.pyplot()
 
     json_path = Path(json_path)
     png_path = Path(png_path) if png_path else json_path.with_suffix(".png")
@@ -53,10 +52,7 @@ def plot(json_path, png_path=None) -> str:
         ax.axis("off")
     fig.suptitle(f"{res['device']} | copy {res['copy_gbps']:.0f} GB/s | torch {res['torch']} triton {res['triton']}",
                  fontsize=10)
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
-    return str(png_path)
+    return str(common.save_fig(fig, png_path, dpi=120))
 
 
 if __name__ == "__main__":

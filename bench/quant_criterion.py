@@ -5,8 +5,8 @@ A BF16 decode step of Llama-3-8B does at least two things that cannot overlap wi
 its attention (measured: the fastest BF16 paged-attention baseline of the same run, times the layer count) and
 reading every weight it multiplies with once (at the device-to-device copy bandwidth measured in the same run).
 Their sum is a LOWER bound on the step (no norms, rotary, sampling, launch gaps, KV writes), so
-frac = t_quantize / step_lower_bound is an UPPER bound on the share. The first version of the benchmark divided by
-the attention alone (field ``frac``); that is kept for comparison, the weight-inclusive bound is ``frac_step_lb``.
+frac = t_quantize / step_lower_bound is an UPPER bound on the share. ``frac`` divides by the attention alone (a
+smaller denominator, recorded for comparison); the weight-inclusive bound is ``frac_step_lb``.
 
 Two quantize timings:
 * ``quantize_us``: one launch in isolation (CUDA-graph replay, cold L2), times the layer count;
@@ -72,7 +72,7 @@ def layer_graph_call(quantize, bufs):
 
 
 def entry(B, P, ctx, layers, quantize_ms, decode_ms, baseline, copy_gbps, layers_ms=None) -> dict:
-    """One criterion result; keeps the first version's fields (frac, passed: attention-only denominator)."""
+    """One criterion result: ``frac``/``passed`` against the attention alone, ``*_step_lb`` against the step's bound."""
     wbytes = decode_weight_bytes()
     weights_ms = wbytes / copy_gbps / 1e6
     step_lb_ms = layers * decode_ms + weights_ms
@@ -90,8 +90,8 @@ def entry(B, P, ctx, layers, quantize_ms, decode_ms, baseline, copy_gbps, layers
 
 def formula(layers: int, ctx: int) -> str:
     return (f"frac = ({layers} * t_quantize_pages(one launch, one page per request)) / ({layers} * "
-            f"t_bf16_decode_attention(same batch and page, ctx {ctx})) [first version: the step approximated by its "
-            f"attention alone]; frac_step_lb = {layers} * t_quantize / ({layers} * t_bf16_decode_attention + "
+            f"t_bf16_decode_attention(same batch and page, ctx {ctx})) (the step approximated by its "
+            f"attention alone); frac_step_lb = {layers} * t_quantize / ({layers} * t_bf16_decode_attention + "
             f"weights_bytes / copy_bandwidth), weights_bytes = Llama-3-8B bf16 weights a decode step reads "
             f"({decode_weight_bytes():.4g} B, embedding table excluded): a lower bound on the BF16 step, so an upper "
             f"bound on the share; frac_layers_step_lb uses t of one CUDA graph of {layers} launches (one per layer, "

@@ -9,9 +9,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 import e2e_client  # noqa: E402
-import e2e_plan  # noqa: E402
 import e2e_results  # noqa: E402
-import e2e_table  # noqa: E402
+import common  # noqa: E402
 import e2e_server  # noqa: E402
 from e2e_prompts import PythonCorpus, random_prompts  # noqa: E402
 
@@ -119,14 +118,14 @@ def test_kv_bytes_formula_pycode_shape():
 
 
 def test_gpu_server_args_fit_the_grid():
-    args = e2e_server.gpu_args("/m", max_ctx=15360, gen=512, gamma=6, max_batch=128, dummy=False, chunk=16384,
+    args = e2e_server.gpu_args(max_ctx=15360, gen=512, gamma=6, max_batch=128, dummy=False, chunk=16384,
                                mem_fraction=0.85)
     val = lambda flag: args[args.index(flag) + 1]  # noqa: E731
     assert int(val("--context-length")) >= 15360 + 512 + 7 and int(val("--context-length")) <= 16384
     assert int(val("--cuda-graph-max-bs")) >= 128 and int(val("--max-running-requests")) >= 128
     assert "--skip-tokenizer-init" in args and "--incremental-streaming-output" in args
     assert "--load-format" not in args
-    assert e2e_server.gpu_args("/m", max_ctx=65536, gen=256, gamma=4, max_batch=8, dummy=True, chunk=8192,
+    assert e2e_server.gpu_args(max_ctx=65536, gen=256, gamma=4, max_batch=8, dummy=True, chunk=8192,
                                mem_fraction=0.85)[-2:] == ["--load-format", "dummy"]
     assert e2e_server.mode_args("spec-topk", 3) == ["--spec-algo", "quantspec", "--quantspec-speculate", "always",
                                                     "--speculative-num-steps", "3"]
@@ -142,8 +141,8 @@ def test_gpu_command_overlay_makes_the_tree_the_plugin(tmp_path):
 
     site = tmp_path / "site"
     site.mkdir()
-    cmd, env = e2e_server.gpu_command(["--model-path", "/m"], 1234, site, overlay=True)
-    assert cmd[-4:] == ["--model-path", "/m", "--port", "1234"] and cmd[1:3] == ["-m", "sglang.launch_server"]
+    cmd, env = common.server_command("cuda", "/m", 1234, ["--x"], site=site, overlay=True)
+    assert cmd[1:5] == ["-m", "sglang.launch_server", "--model-path", "/m"] and cmd[-3:] == ["--port", "1234", "--x"]
     parts = env["PYTHONPATH"].split(":")
     assert parts[1] == str(site) and "TRITON_INTERPRET" not in env and env["HF_HUB_OFFLINE"] == "1"
     probe = ("import importlib.metadata as m, sgl_spec.speculative.cost_model, sgl_spec.kernels.select_topk_pages.ref as k; "
@@ -181,77 +180,6 @@ def _row(mode, gamma, ctx, b, tps, tau=None):
     if tau:
         r["accept_length"] = tau
     return r
-
-
-def test_plan_packs_each_server_into_calls_within_the_budget():
-    rate = e2e_plan.rates({"rows": []})["quant"]
-    assert rate["source"] == "guess"
-    ctxs, batches = [4096, 8192, 15360], [1, 8, 32, 64, 128]
-    parts = e2e_plan.chunks([("int8", 0), ("spec-topk", 4)], ctxs, batches, 512, lambda m: rate, 540)
-    for mode in ("int8", "spec-topk"):
-        mine = [p for p in parts if p[0] == mode]
-        assert sorted(b for p in mine for b in p[2]) == batches and len(mine) >= 2  # the grid needs > 1 call
-        for _, _, bs, est in mine:
-            cells = [(c, b) for c in ctxs for b in bs]
-            assert est == pytest.approx(e2e_plan.server_s(rate, cells, 512))
-            assert est <= 0.8 * 540 or len(bs) == 1
-    done = lambda m, g, c, b: b != 128  # noqa: E731  (everything but batch 128 is in the JSON already)
-    left = e2e_plan.chunks([("int8", 0)], ctxs, batches, 512, lambda m: rate, 540, done=done)
-    assert [p[2] for p in left] == [[128]]
-    # measured rows replace the guesses
-    rows = [{"status": "ok", "mode": "int8", "device": "d", "model": "m", "batch": 8, "ctx": 8192,
-             "prefill_done_s": 2.0, "server_startup_s": 70.0, "window_s": 1.0, "window_tokens_per_req": 400}]
-    r = e2e_plan.rates({"rows": rows})["quant"]
-    assert r["prefill_tok_s"] == 8 * 8192 / 2.0 and r["startup_s"] == 80.0 and r["step_s"] == 1.0 / 400
-    cmd = e2e_plan.command(["--model", "m=/tmp/m"], "spec-topk", 4, [64, 128], ctxs, 512, 540)
-    assert cmd.endswith("--batch 64,128 --gen 512 --budget-s 540 --no-plot --gammas 4")
-
-
-def test_table_checks_the_targets_on_the_server_log_rate():
-    rows = []
-    for ctx, b, auto, topk in ((4096, 1, 1.1, 0.8), (4096, 64, 3.2, 3.5), (15360, 32, 2.5, 3.1)):
-        base = {"device": "H100", "model": "m", "ctx": ctx, "batch": b, "status": "ok", "gen": 512}
-        # the client figures are the log's scaled differently per mode (bf16 saturates the client): they must not
-        # be what the speedups or the targets use
-        rows += [{**base, "mode": "bf16", "gamma": 0, "log_tok_per_s": 100.0, "tok_per_s": 40.0},
-                 {**base, "mode": "spec-auto", "gamma": 4, "log_tok_per_s": 100.0 * auto, "tok_per_s": 80.0 * auto},
-                 {**base, "mode": "spec-topk", "gamma": 4, "log_tok_per_s": 100.0 * topk, "tok_per_s": 80.0 * topk,
-                  "accept_length": 3.0},
-                 {**base, "mode": "spec-topk", "gamma": 2, "log_tok_per_s": 50.0 * topk, "tok_per_s": 90.0 * topk,
-                  "accept_length": 2.0}]
-    text = "\n".join(e2e_table.e2e_tables({"rows": rows}))
-    # γ=4 is the best-by-log row of spec-topk although its client rate is below γ=2's; client × = 80·0.8/40
-    assert "| 4096 | 1 | 4k | 100 | 0.80 (τ=3.00) | 1.10 | **1.10** (spec-auto) | 40 | 1.60 / 2.20 |" in text
-    assert "γ=4" in text.split("\n")[2]  # one γ in the table: said once, in the caption
-    assert "* best mode: slowest cell 1.10x (ctx 4096, batch 1) - target >= 1.0x: met" in text
-    assert "best mode, batch x context >= 256k (2 cells): slowest 3.10x (ctx 15360, batch 32) - target >= 3.0x: " \
-           "met" in text
-    assert "auto-off server (spec-auto), batch x context >= 256k (2 cells): slowest 2.50x" in text and "NOT met" in text
-    assert "BF16 ctx 4096 batch 1: 40 tok/s at the client vs 100 in the log" in text
-
-
-def test_acceptance_table_takes_each_policy_from_the_first_file():
-    def row(pol, ratio, g, a):
-        return {"policy": pol, "ratio": ratio, "gamma": g, "alpha": a, "keep_rate": a - 0.05, "tau": 1 + a * g,
-                "num_prompts": 2,
-                "prompt_tokens": [100, 200], "max_new_tokens": 8, "page_size": 64, "sink_pages": 1, "min_pages": 1}
-    head = {"model": "/tmp/m", "device": "H100", "outputs": {"prompts": 2, "identical_across_configs": 1},
-            "rows": [row("topk", 0.07, g, 0.8) for g in (2, 4)]}
-    select = {"model": "/tmp/m", "device": "H100", "rows": [row("topk", 0.07, 4, 0.1), row("dense", None, 4, 0.9)]}
-    text = "\n".join(e2e_table.acceptance_table([("h.json", head), ("s.json", select)], names={"/tmp/m": "pyc"}))
-    assert "### Acceptance: pyc on H100" in text and "for 1/2 prompts." in text
-    assert "| dense | all | – | 0.900 | 0.850 | 4.60 | s.json |" in text
-    assert "| topk | 7% | 0.800 | 0.800 | 0.750 | 4.20 | h.json |" in text and "0.100" not in text
-
-
-def test_table_updates_the_readme_block_in_place(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("# x\n\n## Measured\n\nintro\n\n## Next\n\ntail\n")
-    e2e_table.update_readme(readme, "table v1")
-    e2e_table.update_readme(readme, "table v2")
-    text = readme.read_text()
-    assert text.count("<!-- measured:begin -->") == 1 and "table v2" in text and "table v1" not in text
-    assert text.index("intro") < text.index("table v2") < text.index("## Next") < text.index("tail")
 
 
 def test_results_derive_speedups_alpha_and_gamma_choice():
@@ -293,41 +221,6 @@ def test_results_derive_speedups_alpha_and_gamma_choice():
     assert e2e_results.done(doc, _row("int8", 0, 8192, 32, 0)) and not e2e_results.done(doc, _row("int8", 0, 1, 1, 0))
 
 
-def test_merge_takes_each_cells_median_run_and_recomputes_speedups():
-    import e2e_merge
-
-    cfg = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 8, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 8192}
-    # three runs of one cell: bf16 100 / 150 / 90 (median 100), spec 330 / 300 / 310 (median 310, τ of that run)
-    docs = []
-    for bf, sp, tau in ((100.0, 330.0, 9.0), (150.0, 300.0, 8.0), (90.0, 310.0, 8.5)):
-        rows = [{**_row("bf16", 0, 15360, 32, bf * 0.8), "log_tok_per_s": bf},
-                {**_row("spec-topk", 12, 15360, 32, sp * 0.9, tau=tau), "log_tok_per_s": sp}]
-        docs.append({"meta": {}, "runs": [{"argv": ["run"]}], "rows": rows, "models": {"m": {"config": cfg,
-                                                                                           "page_size": 64}}})
-    docs[1]["rows"].append({**_row("int8", 0, 15360, 32, 0.0), "status": "failed", "reason": "server died"})
-    out = e2e_merge.merge(docs, ["a", "b", "c"])
-    by = {r["mode"]: r for r in out["rows"]}
-    assert by["bf16"]["log_tok_per_s"] == 100.0 and by["bf16"]["repeat_log_tok_per_s"] == [100.0, 150.0, 90.0]
-    assert by["spec-topk"]["log_tok_per_s"] == 310.0 and by["spec-topk"]["accept_length"] == 8.5  # one run's row
-    assert by["spec-topk"]["repeats"] == 3 and by["spec-topk"]["repeat_files"] == [0, 1, 2]
-    assert by["spec-topk"]["log_speedup"] == pytest.approx(3.1)  # median over median, not a same-run ratio
-    assert by["int8"]["status"] == "failed" and len(out["runs"]) == 3 and out["meta"]["merged_from"] == ["a", "b", "c"]
-    # an even count keeps the lower middle run
-    two = e2e_merge.merge(docs[:2], ["a", "b"])
-    assert next(r for r in two["rows"] if r["mode"] == "bf16")["log_tok_per_s"] == 100.0
-    assert any("bf16: 1 cells with >1 run" in line and "worst 1.67" in line for line in e2e_merge.spread(out))
-    # --gen-for: a cell taken only from runs of one length (the others are ignored, whatever their rate)
-    longer = {"meta": {}, "runs": [], "rows": [{**_row("bf16", 0, 15360, 32, 1.0), "log_tok_per_s": 1000.0,
-                                                 "gen": 930}]}
-    g = e2e_merge.merge(docs + [longer], ["a", "b", "c", "d"], {(15360, 32): 930})
-    assert [r["log_tok_per_s"] for r in g["rows"] if r["mode"] == "bf16"] == [1000.0]
-    assert not [r for r in g["rows"] if r["mode"] == "spec-topk"]
-    # the merged file is a normal results file for the table
-    assert "| 15360 | 32 | 480k | 100 | 3.10 (τ=8.50) | **3.10** (spec-topk) |" in "\n".join(e2e_table.e2e_tables(out))
-
-
-@pytest.mark.server
 def test_smoke_run_end_to_end(tmp_path):
     """Two real CPU servers (stock torch_native, quantspec top-k speculation γ=2) on a tiny random Llama with Python
     prompts: every configuration must produce a steady-state window and a complete row."""
@@ -337,12 +230,13 @@ def test_smoke_run_end_to_end(tmp_path):
     bench_e2e.main(["--smoke", "--ctx", "160", "--batch", "1,3", "--gen", "24", "--out", str(out), "--no-plot",
                     "--budget-s", "400"])
     doc = json.loads((out / "e2e.json").read_text())
+    assert doc["meta"]["versions"]["torch"] and "bench/bench_e2e.py" in doc["meta"]["command"]
     rows = {(r["mode"], r["batch"]): r for r in doc["rows"]}
     assert set(rows) == {("bf16", 1), ("bf16", 3), ("spec-topk", 1), ("spec-topk", 3)}
     for (mode, b), r in rows.items():
         assert r["status"] == "ok", r
         assert r["tok_per_s"] > 0 and r["window_tokens"] > 0 and r["itl_p50_ms"] > 0
-        assert r["sglang"] == "0.5.17" and r["device"] == "cpu"
+        assert r["kind"] == "e2e" and r["sglang"] == "0.5.17" and r["device"] == "cpu"
         assert r["cached_tokens_per_req"] == 0  # distinct prompts: no accidental prefix sharing
         assert r["speedup"] == pytest.approx(r["tok_per_s"] / rows[("bf16", b)]["tok_per_s"])
     for b in (1, 3):

@@ -1,4 +1,4 @@
-"""bench/l2_timer.py's flushes on the CPU (the timing itself needs CUDA events: GPU only): the modes do what they
+"""bench/kernel_timing.py's L2 flushes on the CPU (the timing itself needs CUDA events: GPU only): the modes do what they
 say to the 256 MB buffer, and an unknown mode is refused with the choices."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from l2_timer import FLUSH_BYTES, FLUSH_MODES, L2Flush  # noqa: E402
+from kernel_timing import FLUSH_BYTES, FLUSH_MODES, L2Flush  # noqa: E402
 
 
 def test_flush_modes():

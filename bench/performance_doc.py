@@ -1,0 +1,191 @@
+#!/usr/bin/env python
+"""docs/PERFORMANCE.md, generated from the committed results in bench/results (nothing in it is typed by hand).
+
+  python bench/performance_doc.py            # print the document
+  python bench/performance_doc.py --write    # write docs/PERFORMANCE.md
+  python bench/performance_doc.py --check    # exit 1 if docs/PERFORMANCE.md differs from what the results give
+
+Sections: end to end against stock SGLang (e2e.json, bench_e2e.py), attention kernels against FA3 (kernels.json,
+bench_kernels.py), draft acceptance (acceptance.json, bench_acceptance.py), prefill attention (prefill.json,
+bench_prefill.py) and page-selection cost (selection.json, bench_selection.py); each with the device, date, versions
+and command its JSON records. tests/bench/test_performance_doc.py checks that the committed document is current.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import common
+
+RESULTS = common.REPO / "bench" / "results"
+DOC = common.REPO / "docs" / "PERFORMANCE.md"
+SPEC_MODES = ("int8", "spec-topk", "spec-dense", "spec-auto")
+LOG, CLIENT = "log_tok_per_s", "tok_per_s"
+
+
+def _f(x, spec=".2f"):
+    return "–" if x is None else format(x, spec)
+
+
+def _versions(v: dict) -> str:
+    return ", ".join(f"{k} {x}" for k, x in sorted((v or {}).items()) if x) or "not recorded"
+
+
+def _provenance(doc: dict, commands=None, versions=None) -> list[str]:
+    cmds = commands or [doc.get("command", "not recorded")]
+    out = [f"Device: {doc.get('device', '?')}; date: {doc.get('date', 'not recorded')}; versions: "
+           f"{_versions(versions if versions is not None else doc.get('versions'))}.", "", "Command:", "", "```"]
+    return out + list(cmds) + ["```", ""]
+
+
+def _figure(name: str, caption: str) -> list[str]:
+    """A results PNG, linked from docs/ (only if it is committed next to its JSON)."""
+    return [f"![{caption}](../bench/results/{name})", ""] if (RESULTS / name).exists() else []
+
+
+def e2e_section(doc: dict) -> list[str]:
+    meta = doc.get("meta", {})
+    rows = [r for r in doc.get("rows", []) if r.get("status") == "ok"]
+    best = {}  # (mode, ctx, batch) -> the row of the mode's best γ by server-log rate
+    for r in rows:
+        k = (r["mode"], r["ctx"], r["batch"])
+        if k not in best or (r.get(LOG) or 0) > (best[k].get(LOG) or 0):
+            best[k] = r
+    cells = sorted({(c, b) for _, c, b in best})
+    modes = [m for m in SPEC_MODES if any(k[0] == m for k in best)]
+    out = ["## End to end: quantspec against stock SGLang", "",
+           f"Model {meta.get('model', '?')}; prompts: {meta.get('prompts', '?')}; greedy, "
+           f"{rows[0].get('gen') if rows else '?'} new tokens per request. Every mode is a real SGLang server; × = "
+           "decode tokens/s over stock SGLang (bf16: BF16 KV cache, default attention backend) in the same cell, "
+           "from the server's own \"gen throughput\" log lines (steady state: whole batch decoding, nothing queued). "
+           "Spec modes at their best measured γ per cell; τ = accepted tokens per round. int8 = quantspec's INT8 KV "
+           "cache without speculation; spec-auto = the default server (`--spec-algo quantspec`).", ""]
+    out += _provenance(meta, meta.get("commands"), meta.get("versions"))
+    head = ["ctx", "batch", "bf16 tok/s"] + [f"{m} ×" for m in modes]
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c, b in cells:
+        base = best.get(("bf16", c, b))
+        line = [str(c), str(b), _f(base and base.get(LOG), ".0f")]
+        for m in modes:
+            r = best.get((m, c, b))
+            s = r[LOG] / base[LOG] if r and base and r.get(LOG) and base.get(LOG) else None
+            tau = f" (γ={r['gamma']}, τ={_f(r.get('accept_length'))})" if r and m in ("spec-topk", "spec-dense") else ""
+            line.append(_f(s) + tau)
+        out.append("| " + " | ".join(line) + " |")
+    kv = {m: next((r.get("kv_bytes_per_token") for r in rows if r["mode"] == m and r.get("kv_bytes_per_token")), None)
+          for m in ("bf16", "int8")}
+    out.append("")
+    if kv["bf16"] and kv["int8"]:
+        out += [f"KV cache bytes per token (all layers): bf16 {kv['bf16']:.0f}, quantspec {kv['int8']:.0f} "
+                f"({kv['int8'] / kv['bf16']:.2f}x).", ""]
+    return out + _figure(f"e2e_heatmap_{meta.get('model')}.png", "speedup over stock SGLang per cell")
+
+
+def kernels_section(doc: dict, page: int = 64) -> list[str]:
+    rows = [r for r in doc.get("rows", []) if r.get("page") == page]
+    us = {(r["kernel"], r["ctx"], r["batch"]): r["us"] for r in rows}
+    sh = doc.get("shapes", {})
+    versions = {k: doc.get(k) for k in ("torch", "triton", "sgl_kernel") if doc.get(k)}
+    out = ["## Attention kernels against FA3", "",
+           f"One Llama-3-8B layer (Hq={sh.get('hq')}, Hkv={sh.get('hkv')}, D={sh.get('head_dim')}), page {page}, "
+           f"every request at ctx tokens; µs per call ({doc.get('timing')}, cold L2), × = FA3 time / ours. The draft "
+           "reads the 4-bit upper planes (top-k: the selected pages; dense: every page), the verify 5 rows of the "
+           "INT8 view with page scores, against FA3 on the BF16 cache with the same rows.", ""]
+    out += _provenance(doc, versions=versions)
+    out += ["| ctx | batch | FA3 decode µs | draft top-k µs (×) | draft dense µs (×) | FA3 5 rows µs | "
+            "verify 5 rows µs (×) |", "|---|---|---|---|---|---|---|"]
+    for c, b in sorted({(r["ctx"], r["batch"]) for r in rows}):
+        fa3, fa5 = us.get(("bf16_fa3", c, b)), us.get(("bf16_fa3_nq5", c, b))
+        sp, de, ve = (us.get((k, c, b)) for k in ("draft_sparse", "draft_dense", "verify_nq5_scores"))
+        x = lambda a, ref: f"{_f(a, '.1f')} ({_f(ref / a if a and ref else None)})"  # noqa: E731
+        out.append(f"| {c} | {b} | {_f(fa3, '.1f')} | {x(sp, fa3)} | {x(de, fa3)} | {_f(fa5, '.1f')} | {x(ve, fa5)} |")
+    return out + [""] + _figure("kernels.png", "kernel speedup over FA3 vs context")
+
+
+def acceptance_section(doc: dict) -> list[str]:
+    rows = [r for r in doc.get("rows", []) if r.get("alpha") is not None]
+    gammas = sorted({r["gamma"] for r in rows})
+    r0 = rows[0]
+    same = doc.get("outputs", {})
+    out = ["## Draft acceptance", "",
+           f"Model {Path(str(doc.get('model', '?'))).name} (real weights: random weights accept every draft, so "
+           f"acceptance is only measured on real models); {r0.get('num_prompts')} Python prompts of "
+           f"{min(r0['prompt_tokens'])}-{max(r0['prompt_tokens'])} tokens, {r0.get('max_new_tokens')} new tokens "
+           f"each, greedy, page {r0.get('page_size')}. α = per-token acceptance ({doc.get('alpha_definition', '')}); "
+           "τ = tokens per round."
+           + (f" Greedy outputs identical across all configurations for {same['identical_across_configs']}/"
+              f"{same['prompts']} prompts (lossless; on bf16 GPUs a near-tie can flip with the batch's summation "
+              "order)." if same.get("prompts") else ""), ""]
+    out += _provenance(doc)
+    out += ["| draft pages | share | " + " | ".join(f"α γ={g}" for g in gammas) + " | τ γ=4 |",
+            "|" + "---|" * (len(gammas) + 3)]
+    cell = {(r["policy"], r.get("ratio"), r["gamma"]): r for r in rows}
+    for pol in sorted({k[0] for k in cell}, key=lambda p: (p != "dense", p)):
+        for ratio in sorted({k[1] for k in cell if k[0] == pol}, key=lambda x: x or 0):
+            t4 = cell.get((pol, ratio, 4))
+            out.append(f"| {pol} | {'all' if ratio is None else f'{ratio:.0%}'} | "
+                       + " | ".join(_f((cell.get((pol, ratio, g)) or {}).get("alpha"), ".3f") for g in gammas)
+                       + f" | {_f(t4 and t4.get('tau'))} |")
+    return out + [""] + _figure("acceptance.png", "acceptance vs γ per draft policy")
+
+
+def prefill_section(doc: dict) -> list[str]:
+    out = ["## Prefill attention", "", f"{doc.get('note', '')}; ms per layer call.", ""]
+    out += _provenance(doc, versions={"torch": doc.get("torch")})
+    out += ["| cached prefix | chunk | quantspec extend_attention ms | BF16 causal SDPA ms |", "|---|---|---|---|"]
+    for r in doc.get("rows", []):
+        out.append(f"| {r['prefix']} | {r['chunk']} | {_f(r.get('sdpa_fp16_ms'), '.1f')} | "
+                   f"{_f(r.get('bf16_sdpa_ms'), '.1f')} |")
+    return out + [""]
+
+
+def selection_section(doc: dict) -> list[str]:
+    out = ["## Page selection cost", "", f"{doc.get('note', '')}. Settings: {doc.get('settings')}.", ""]
+    out += _provenance(doc, versions={k: doc.get(k) for k in ("torch", "triton")})
+    pols = list(doc.get("worst_overhead", {}))
+    out += ["| model | ctx | batch | round µs (no selection) | " + " | ".join(f"{p} overhead" for p in pols) + " |",
+            "|" + "---|" * (4 + len(pols))]
+    for r in doc.get("rows", []):
+        out.append(f"| {r['model']} | {r['ctx']} | {r['batch']} | {_f(1e3 * r['base_ms'], '.1f')} | "
+                   + " | ".join(_f(100 * r["policies"][p]["overhead"], ".1f") + "%" for p in pols) + " |")
+    return out + [""]
+
+
+SECTIONS = (("e2e.json", e2e_section), ("kernels.json", kernels_section), ("acceptance.json", acceptance_section),
+            ("prefill.json", prefill_section), ("selection.json", selection_section))
+
+
+def render(results=RESULTS) -> str:
+    out = ["# Performance", "",
+           "<!-- generated by `python bench/performance_doc.py --write` from bench/results/*.json: edit those -->", "",
+           "Every number below is read from the JSON files in bench/results, each of which records the device, "
+           "date, versions and command of its run. Rerun a benchmark with the command shown, then regenerate this "
+           "page.", ""]
+    for name, section in SECTIONS:
+        doc = common.load_json(Path(results) / name)
+        if doc:
+            out += section(doc)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default=str(RESULTS))
+    ap.add_argument("--write", action="store_true", help=f"write {DOC.relative_to(common.REPO)}")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the committed document is not current")
+    a = ap.parse_args(argv)
+    text = render(a.results)
+    if a.check:
+        if not DOC.exists() or DOC.read_text() != text:
+            sys.exit(f"{DOC} is not current: run python bench/performance_doc.py --write")
+        return
+    if a.write:
+        DOC.write_text(text)
+        print(f"wrote {DOC}")
+        return
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
