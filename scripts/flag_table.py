@@ -59,8 +59,10 @@ def _default_of(name: str, default, kw: dict, help_text: str) -> str:
 def _meaning(help_text: str) -> str:
     """The help text without its trailing "Default: ..." sentence."""
     i = help_text.rfind("Default:")
-    text = help_text[:i] if i >= 0 else help_text
-    return re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s+", " ", help_text[:i] if i >= 0 else help_text).strip()
+    # "quantspec draft: ..." -> "Draft: ...", "quantspec: ..." -> "...": every row is a quantspec flag
+    text = re.sub(r"^quantspec(?: ([^:]+))?: ", lambda m: f"{m.group(1)}: " if m.group(1) else "", text)
+    return text[:1].upper() + text[1:]
 
 
 def _cell(s: str) -> str:
