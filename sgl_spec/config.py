@@ -125,14 +125,13 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
             raise ValueError(f"--{next(iter(given)).replace('_', '-')} only applies with "
                              f"--speculative-algorithm {ALGO_NAME}, not --attention-backend {BACKEND_NAME} alone")
         gamma = 0
-    for which in ("draft", "verify"):
-        if speculative and opts[f"quantspec_{which}_kernel"] == "gluon":
-            from sgl_spec.kernels.draft_decode.launch import GLUON_PAGE_SIZES
+    if speculative:
+        from sgl_spec.kernels.engine import gluon_page_size_error
 
-            if page_size not in GLUON_PAGE_SIZES:
-                raise ValueError(f"--quantspec-{which}-kernel gluon needs --page-size "
-                                 f"{' or '.join(map(str, GLUON_PAGE_SIZES))}, got {page_size}: use "
-                                 f"--quantspec-{which}-kernel auto or triton")
+        for which in ("draft", "verify"):
+            why = gluon_page_size_error(which, opts[f"quantspec_{which}_kernel"], page_size)
+            if why:
+                raise ValueError(why)
     _configure_runtime(server_args)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,

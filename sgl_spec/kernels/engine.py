@@ -1,13 +1,114 @@
-"""Which engine runs a kernel op: the Triton kernels for CUDA tensors, the pure-torch references elsewhere.
+"""Which engine runs a kernel op. Every engine rule lives here:
 
-``SGL_SPEC_FORCE_REF=1`` (debugging only) forces the references everywhere.
+* ``use_triton``: the Triton kernels for CUDA tensors, the pure-torch references elsewhere (``SGL_SPEC_FORCE_REF=1``,
+  debugging only, forces the references everywhere);
+* ``select_engine``: the Triton or the Gluon engine of ``draft_decode`` / ``verify_attention``, resolved once at
+  startup (the backend calls it for ``--quantspec-draft-kernel`` / ``--quantspec-verify-kernel``);
+* ``verify_launch_gluon``: the verify's per-launch choice (the Gluon tile's rows, the pairs a launch from which Gluon
+  is faster), a cheap function called every layer;
+* ``gluon_page_size_error``: the startup check of ``--page-size`` against ``... gluon``, before any device exists;
+* ``gluon_device_support``: the machine the Gluon kernels run on.
+The shapes each Gluon kernel covers stay beside its layouts (draft_decode/launch.py ``gluon_draft_shapes``,
+verify_attention/gluon_rules.py ``gluon_verify_shapes``, ``auto_min_pairs``, ``GLUON_MAX_ROWS``).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
+
+GLUON_MIN_CAPABILITY = (9, 0)  # the Gluon kernels are built and tested on sm_90 (H100 / H200); PDL needs sm_90+
+GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton the kernels are written for
+GLUON_PAGE_SIZES = (64, 128)  # both Gluon kernels: a 64-token tile, a 128-token page as two sub-pages
+OPS = ("draft", "verify")
 
 
 def use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """``engine``: "triton" or "gluon"; ``reason``: why not gluon ('' where it runs); for the verify, the per-launch
+    rule's inputs: Gluon for windows of at most ``max_rows`` rows (γ+1 times G) and launches of at least
+    ``min_pairs`` (request, KV head) pairs."""
+    engine: str
+    reason: str = ""
+    min_pairs: int = 0
+    max_rows: int = 0
+
+
+def gluon_device_support(device, which: str) -> str:
+    """'' where the Gluon kernels run on ``device``, else why not: a CUDA device of compute capability 9.0+ with the
+    Triton they are written for (and its Gluon)."""
+    import triton
+
+    if torch.device(device).type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return f"the Gluon {which} kernel needs a CUDA device (not the CPU or the Triton interpreter)"
+    if torch.cuda.get_device_capability(torch.device(device)) < GLUON_MIN_CAPABILITY:
+        return f"the Gluon {which} kernel needs compute capability 9.0 or newer"
+    if not triton.__version__.startswith(GLUON_TRITON):
+        return f"the Gluon {which} kernel is written for Triton {'/'.join(GLUON_TRITON)}, not {triton.__version__}"
+    try:
+        import triton.experimental.gluon.language.nvidia.ampere  # noqa: F401
+    except ImportError as e:  # a Triton build without Gluon
+        return f"this Triton has no Gluon ({e})"
+    return ""
+
+
+def gluon_support(op: str, device, *, page_size: int, head_dim: int, group: int, nq: int = 1) -> str:
+    """'' where ``op`` ("draft" / "verify") runs on the Gluon engine for these shapes on ``device``, else the reason
+    (one line): the shapes first, then the machine."""
+    if not group:
+        return "unknown head group"
+    if op == "draft":
+        from sgl_spec.kernels.draft_decode import launch as dl
+
+        return dl.gluon_draft_shapes(page_size, head_dim, group) or gluon_device_support(device, "draft")
+    if op == "verify":
+        from sgl_spec.kernels.verify_attention import gluon_rules as vgr
+
+        return vgr.gluon_verify_support(device, page_size, head_dim, group, nq)
+    raise ValueError(f"select_engine: op must be one of {OPS}, got {op!r}")
+
+
+def select_engine(op: str, device, *, page_size: int, head_dim: int, group: int, nq: int = 1, want: str = "auto",
+                  batch_invariant: bool = False) -> EngineChoice:
+    """The engine of ``op`` for the server's run: ``want`` "triton" takes Triton; "gluon" takes Gluon or raises
+    ValueError with one line naming the reason and what to use instead; "auto" takes Gluon where it runs. The
+    verify's auto engine keeps Triton for launches of fewer than ``auto_min_pairs(G)`` pairs, where it is faster;
+    ``want="gluon"`` and ``batch_invariant`` (--enable-deterministic-inference: the two engines sum a request's pages
+    in different orders, so the engine must not follow the batch) take Gluon at every batch size."""
+    if want not in ("auto", "triton", "gluon"):
+        raise ValueError(f"--quantspec-{op}-kernel must be auto, triton or gluon, got {want!r}")
+    max_rows = min_pairs = 0
+    if op == "verify":
+        from sgl_spec.kernels.verify_attention.gluon_rules import GLUON_MAX_ROWS, auto_min_pairs
+
+        max_rows, min_pairs = GLUON_MAX_ROWS, auto_min_pairs(group)
+    if want == "triton":
+        return EngineChoice("triton", "", min_pairs, max_rows)
+    why = gluon_support(op, device, page_size=page_size, head_dim=head_dim, group=group, nq=nq)
+    if want == "gluon" and why:
+        raise ValueError(f"--quantspec-{op}-kernel gluon: {why}; use --quantspec-{op}-kernel triton (or auto)")
+    if why:
+        return EngineChoice("triton", why, min_pairs, max_rows)
+    if want == "gluon" or batch_invariant:
+        min_pairs = 0
+    return EngineChoice("gluon", "", min_pairs, max_rows)
+
+
+def verify_launch_gluon(engine: str, nq: int, group: int, pairs: int, max_rows: int, min_pairs: int) -> bool:
+    """Per verify launch: Gluon where the startup choice is Gluon, the window fits its tile (``nq`` rows of G) and
+    the launch holds at least ``min_pairs`` (request, KV head) pairs."""
+    return engine == "gluon" and nq * group <= max_rows and pairs >= min_pairs
+
+
+def gluon_page_size_error(op: str, want: str, page_size: int) -> str:
+    """'' unless ``--quantspec-<op>-kernel gluon`` is asked for with a page size no Gluon kernel covers (checked at
+    configure time, before the model or the device)."""
+    if want != "gluon" or page_size in GLUON_PAGE_SIZES:
+        return ""
+    return (f"--quantspec-{op}-kernel gluon needs --page-size {' or '.join(map(str, GLUON_PAGE_SIZES))}, got "
+            f"{page_size}: use --quantspec-{op}-kernel auto or triton")

@@ -24,6 +24,7 @@ from typing import Optional
 import torch
 
 from sgl_spec.kernels.draft_decode import draft_decode
+from sgl_spec.kernels.engine import verify_launch_gluon as _verify_launch_gluon
 from sgl_spec.kernels.quantize_pages import quantize_pages
 from sgl_spec.kernels.ring_write import ring_write
 from sgl_spec.kernels.verify_attention import verify_attention
@@ -133,54 +134,40 @@ class QuantSpecAttnBackend(_attention_backend_base()):
 
     def _resolve_verify_engine(self, model_runner, pool) -> str:
         """--quantspec-verify-kernel -> verify_attention's engine for the INT8 page splits, decided once here (INT8
-        decode included; 'auto' without speculation too): 'gluon' that cannot run fails at startup with the reason;
-        'auto' takes gluon where it runs (sgl_spec/kernels/verify_attention/gluon_rules.py gluon_verify_support). A window wider than
-        the Gluon tile (γ+1 times G over 32 rows) runs the Triton kernel (``_verify_kw``)."""
-        from sgl_spec.kernels.verify_attention.gluon_rules import GLUON_MAX_ROWS, auto_min_pairs, gluon_verify_support
+        decode included; 'auto' without speculation too) by sgl_spec/kernels/engine.py ``select_engine``; each
+        launch then takes it where its window and batch fit (``_verify_kw``)."""
+        from sgl_spec.kernels.engine import select_engine
 
-        group = self._head_group(model_runner, pool)
-        # per launch (``_verify_kw``): rows the Gluon tile holds, and (request, KV head) pairs from which it is taken
-        self.verify_max_rows, self.verify_min_pairs = GLUON_MAX_ROWS, auto_min_pairs(group)
         want = self.cfg.verify_kernel if self.cfg.speculative else "auto"
-        if want == "triton":
-            return "triton"
         nq = max(1, self.cfg.num_draft_steps + 1) if self.cfg.speculative else 1
-        why = gluon_verify_support(self.device, self.P, pool.head_dim, group, nq) if group else "unknown head group"
-        if want == "gluon" and why:
-            raise ValueError(f"--quantspec-verify-kernel gluon: {why}; use --quantspec-verify-kernel triton (or auto)")
-        engine = "triton" if why else "gluon"
-        # 'auto' keeps the Triton kernel for launches of few (request, KV head) pairs where it was faster (fewer than
-        # 4 query heads a KV head; sgl_spec/kernels/verify_attention/gluon_rules.py auto_min_pairs); 'gluon' takes Gluon for every batch
-        # --enable-deterministic-inference: the engine must not follow the batch either (the two engines sum a
-        # request's pages in different orders), so a Gluon-capable launch takes Gluon at every batch size
-        if want == "gluon" or (self.batch_invariant and engine == "gluon"):
-            self.verify_min_pairs = 0
-        logger.info("quantspec verify kernel: %s%s", engine, f" ({why})" if why else (
-            f" (from {self.verify_min_pairs} request x KV-head pairs a launch)"
-            if want == "auto" and self.verify_min_pairs > 1 else ""))
-        return engine
+        ch = select_engine("verify", self.device, page_size=self.P, head_dim=pool.head_dim,
+                           group=self._head_group(model_runner, pool), nq=nq, want=want,
+                           batch_invariant=self.batch_invariant)
+        self.verify_max_rows, self.verify_min_pairs = ch.max_rows, ch.min_pairs
+        if want != "triton":
+            logger.info("quantspec verify kernel: %s%s", ch.engine, f" ({ch.reason})" if ch.reason else (
+                f" (from {ch.min_pairs} request x KV-head pairs a launch)" if want == "auto" and ch.min_pairs > 1
+                else ""))
+        return ch.engine
 
     def _verify_kw(self, nq: int, group: int, pairs: int) -> dict:
         """verify_attention's engine keyword for a launch of ``pairs`` (request, KV head) pairs, nq rows each (called
         every layer: no import or lookup beyond the attributes ``_resolve_verify_engine`` set)."""
-        use = self.verify_engine == "gluon" and nq * group <= self.verify_max_rows and pairs >= self.verify_min_pairs
+        use = _verify_launch_gluon(self.verify_engine, nq, group, pairs, self.verify_max_rows, self.verify_min_pairs)
         return {"engine": "gluon"} if use else {}
 
     def _resolve_draft_engine(self, model_runner, pool) -> str:
-        """--quantspec-draft-kernel -> draft_decode's engine, decided once here: 'gluon' that cannot run fails at
-        startup with the reason; 'auto' takes gluon where it runs (sgl_spec/kernels/draft_decode/launch.py gluon_draft_support)."""
-        from sgl_spec.kernels.draft_decode.launch import gluon_draft_support
+        """--quantspec-draft-kernel -> draft_decode's engine, decided once here by sgl_spec/kernels/engine.py
+        ``select_engine``: 'gluon' that cannot run fails at startup with the reason; 'auto' takes gluon where it
+        runs."""
+        from sgl_spec.kernels.engine import select_engine
 
-        want = self.cfg.draft_kernel
-        if not self.cfg.speculative or want == "triton":
+        if not self.cfg.speculative or self.cfg.draft_kernel == "triton":
             return "triton"
-        group = self._head_group(model_runner, pool)
-        why = gluon_draft_support(self.device, self.P, pool.head_dim, group) if group else "unknown head group"
-        if want == "gluon" and why:
-            raise ValueError(f"--quantspec-draft-kernel gluon: {why}; use --quantspec-draft-kernel triton (or auto)")
-        engine = "triton" if why else "gluon"
-        logger.info("quantspec draft kernel: %s%s", engine, f" ({why})" if why else "")
-        return engine
+        ch = select_engine("draft", self.device, page_size=self.P, head_dim=pool.head_dim,
+                           group=self._head_group(model_runner, pool), want=self.cfg.draft_kernel)
+        logger.info("quantspec draft kernel: %s%s", ch.engine, f" ({ch.reason})" if ch.reason else "")
+        return ch.engine
 
     # ---- worker API (docs/CONTRACTS.md "Backend ⇄ worker") --------------------------------------------------------
     @contextlib.contextmanager
@@ -398,5 +385,4 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             li = layer.layer_id - self.token_to_kv_pool.start_layer
             page_ids, num_pages = d.page_ids[li], d.num_pages[li]
         return draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, md.slots, md.hot_start, md.hot_len,
-                                layer.scaling, new_k=new_k, new_v=new_v,
-                                **({"engine": "gluon"} if self.draft_engine == "gluon" else {}))
+                                layer.scaling, new_k=new_k, new_v=new_v, engine=self.draft_engine)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from sgl_spec.kernels.draft_decode.launch import DraftLaunch
 from sgl_spec.kernels.draft_decode.ref import draft_decode as draft_decode_ref
 from sgl_spec.kernels.quantize_pages.ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
 from sgl_spec.kvcache.format import KVFormat
@@ -98,6 +99,7 @@ CASES = [
     (5, 4, 2, 128, 64, [0, 1, 3, 9, 2], [(0, 1), (3, 64), (63, 2), (10, 100), (1, 1)], "bf16", 3),
     (3, 32, 8, 64, 32, [5, 0, 2], [(30, 33), (0, 1), (7, 9)], "fp16", None),
     (2, 4, 2, 96, 32, [3, 4], [(0, 63), (16, 1)], "fp32", 8),  # D/2 = 48: padded channel tile
+    (1, 4, 2, 64, 128, [3], [(100, 30)], "fp16", 2),  # P = 128: key scales copied per thread, Triton's pipeline
 ]
 
 
@@ -108,7 +110,7 @@ def test_triton_matches_ref(B, Hq, Hkv, D, P, n_pages, hot, dt, ns, device):
     dtype = DTYPES[dt]
     args = make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, seed=B * 100 + D + P)
     out = torch.full((B, Hq, D), float("nan"), dtype=dtype, device=device)
-    res = draft_decode(**args, out=out, num_splits=ns)
+    res = draft_decode(**args, out=out, launch=DraftLaunch(num_splits=ns))
     assert res is out
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))  # fp32 out: unrounded reference
     torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype])
@@ -122,25 +124,19 @@ def test_triton_many_pages_and_split_counts(device):
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(2, 4, 64))
     for ns in (None, 1, 5, 40):
         out = torch.full((2, 4, 64), float("nan"), dtype=torch.float16, device=device)
-        draft_decode(**args, out=out, num_splits=ns)
+        draft_decode(**args, out=out, launch=DraftLaunch(num_splits=ns))
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
-# launch variants (bench/dev_kernels.py --variants): key scales copied per thread (the old default) or loaded once a
-# program (flat), no prefetch, the small-list split rule and the one-step merge; each must match the reference
+# fixed launch parameters (DraftLaunch): no prefetch, the small-list split rule, the merge step, the hot-token step;
+# each must match the reference
 VARIANTS = [
-    dict(flat_scales=False),
-    dict(flat_scales=True),
-    dict(flat_scales=False, maxnreg=168, programs_per_sm=3, min_pages_per_split=4, merge_chunk=16),  # old defaults
-    dict(prefetch=0, flat_scales=True),
+    dict(maxnreg=168, programs_per_sm=3, min_pages_per_split=4, merge_chunk=16),
+    dict(prefetch=0),
     dict(min_pages_per_split=1, merge_chunk=64),
-    dict(flat_scales=True, maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
-    dict(key_frag=True),  # keys in the wgmma A fragment's order (the default; case 3: P = 64, D = 128; no-op in case 5)
-    dict(key_frag=False),  # keys through shared memory (the layout before session 8)
-    dict(key_frag=True, flat_scales=False),
+    dict(maxnreg=128, programs_per_sm=4, min_pages_per_split=1),  # 4 programs an SM (GPU)
     dict(hot_block=16),  # the hot-token program's step (64 by default for 16-bit models on the GPU, else 32)
-    dict(hot_block=64, hot_native=True),  # 16-bit hot operands (fp16 here; bf16 runs on the GPU only)
-    dict(hot_native=False),  # fp32 hot operands (the default for fp32 models and the interpreter's bf16)
+    dict(hot_block=64),
 ]
 
 
@@ -156,13 +152,13 @@ def test_triton_variants_match_ref(kw, case, device):
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))
     for splits in (ns, None):  # the case's split count (several pages a split) and the heuristic
         out = torch.full((B, Hq, D), float("nan"), dtype=dtype, device=device)
-        draft_decode(**args, out=out, num_splits=splits, **kw)
+        draft_decode(**args, out=out, launch=DraftLaunch(num_splits=splits, **kw))
         torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype], msg=f"ns={splits}")
 
 
 @pytest.mark.parametrize("hb", [16, 64])
 def test_triton_hot_native_fp16(hb, device):
-    """hot_native: the hot dots on the fp16 operands as stored (p rounded to fp16, 2^-11: within TOL), case 4's
+    """fp16: the hot dots on the fp16 operands as stored (p rounded to fp16, 2^-11: within TOL), case 4's
     hot lengths 33 / 1 / 9 in one or several steps."""
     from sgl_spec.kernels.draft_decode.triton import draft_decode
 
@@ -170,19 +166,19 @@ def test_triton_hot_native_fp16(hb, device):
     args = make_case(B, Hq, Hkv, D, P, n_pages, hot, torch.float16, device, seed=11)
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))
     out = torch.full((B, Hq, D), float("nan"), dtype=torch.float16, device=device)
-    draft_decode(**args, out=out, hot_native=True, hot_block=hb)
+    draft_decode(**args, out=out, launch=DraftLaunch(hot_block=hb))
     torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[torch.float16], rtol=TOL[torch.float16])
 
 
 def test_triton_variants_long_list(device):
-    """A long odd list and splits with 0, 1, 2 and many pages (prefetch masks at the end), per-thread key scales."""
+    """A long odd list and splits with 0, 1, 2 and many pages (prefetch masks at the end)."""
     from sgl_spec.kernels.draft_decode.triton import draft_decode
 
     args = make_case(2, 4, 2, 64, 32, [23, 4], [(12, 40), (0, 1)], torch.float16, device, seed=7, q_scale=4.0)
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(2, 4, 64))
     for ns in (1, 5, 12, 40):
         out = torch.full((2, 4, 64), float("nan"), dtype=torch.float16, device=device)
-        draft_decode(**args, out=out, num_splits=ns, prefetch=1, flat_scales=False)
+        draft_decode(**args, out=out, launch=DraftLaunch(num_splits=ns, prefetch=1))
         torch.testing.assert_close(out.float().cpu(), ref, atol=1e-2, rtol=1e-2, msg=f"num_splits={ns}")
 
 
@@ -242,14 +238,14 @@ def test_triton_writes_the_new_token_into_the_ring(case, device):
     ref_args = dict(_to(args, "cpu"), hot_k=args["hot_k"].cpu().clone(), hot_v=args["hot_v"].cpu().clone())
     ref = draft_decode_ref(**ref_args, out=torch.empty(args["q"].shape), new_k=new_k.cpu(), new_v=new_v.cpu())
     out = torch.full(args["q"].shape, float("nan"), dtype=dtype, device=device)
-    draft_decode(**args, out=out, num_splits=ns, new_k=new_k, new_v=new_v)
+    draft_decode(**args, out=out, new_k=new_k, new_v=new_v, launch=DraftLaunch(num_splits=ns))
     for name in ("hot_k", "hot_v"):  # the poisoned rows were written, nothing else changed
         assert torch.equal(args[name].cpu(), ref_args[name]) and not ref_args[name].isnan().any()
     assert not ref.isnan().any()
     torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype])
     # and the same as a separate ring write followed by the plain launch, exactly
     again = torch.full_like(out, float("nan"))
-    draft_decode(**args, out=again, num_splits=ns)
+    draft_decode(**args, out=again, launch=DraftLaunch(num_splits=ns))
     assert torch.equal(again, out)
 
 
@@ -331,11 +327,153 @@ def test_per_head_lists_triton_matches_ref(case, device):
     dtype = DTYPES[dt]
     args = make_case(B, Hq, Hkv, D, P, n_pages, hot, dtype, device, seed=31 + case)
     args["page_ids"] = _per_head(args, seed=case).to(device)
-    out = draft_decode(**args, num_splits=ns)
+    out = draft_decode(**args, launch=DraftLaunch(num_splits=ns))
     ref = draft_decode_ref(**_to(args, "cpu"), out=torch.empty(B, Hq, D))
     torch.testing.assert_close(out.float().cpu(), ref, atol=TOL[dtype], rtol=TOL[dtype])
     # a stride-0 head dimension (expand of a per-layer list) runs the same path as the per-layer layout
     flat = args["page_ids"][:, 0].contiguous()
-    a = draft_decode(**dict(args, page_ids=flat[:, None, :].expand(B, Hkv, -1)), num_splits=ns)
-    b = draft_decode(**dict(args, page_ids=flat), num_splits=ns)
+    a = draft_decode(**dict(args, page_ids=flat[:, None, :].expand(B, Hkv, -1)), launch=DraftLaunch(num_splits=ns))
+    b = draft_decode(**dict(args, page_ids=flat), launch=DraftLaunch(num_splits=ns))
     assert torch.equal(a, b)
+
+
+# ---- on the GPU: real shapes against the reference (tests/support/gpu_cases.py) -------------------------------------
+def _gpu_case(B, ctx, P, mode):
+    from gpu_cases import HKV, HQ, D, SM, Batch, _lens
+
+    gen = torch.Generator().manual_seed(B * 100003 + ctx * 7 + P)
+    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
+    p = [n - 1 for n in bt.lens]
+    nq = [x // P for x in p]
+    if mode == "dense_2hot":  # the hot window starts one page early (that page is in the ring, not in the list)
+        nq = [max(0, m - 1) for m in nq]
+    hot_start = [m * P for m in nq]
+    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
+    ids = bt.page_table
+    if mode.startswith("sparse"):  # sink page 0 + a random subset in random order: the kernel must not assume sorted ids
+        heads = HKV if mode == "sparse_head" else 1  # sparse_head: one list per kv head, [B, Hkv, KCAP]
+        rows = torch.zeros((B, heads, bt.page_table.shape[1]), dtype=bt.page_table.dtype)
+        for b, m in enumerate(nq):
+            if m == 0:
+                rows[b] = bt.page_table[b, -1].item()
+                continue
+            k = min(m, max(1, math.ceil(0.3 * m)))
+            for h in range(heads):
+                pick = torch.cat([torch.zeros(1, dtype=torch.long),
+                                  torch.randperm(m - 1, generator=gen)[: k - 1] + 1])[:k]
+                pick = pick[torch.randperm(len(pick), generator=gen)]
+                rows[b, h, :k] = bt.page_table[b, pick.to("cuda")].cpu()
+                rows[b, h, k:] = bt.page_table[b, -1].item()  # past the list: the poison page
+            nq[b] = k
+        ids = (rows if heads > 1 else rows[:, 0]).contiguous().to("cuda")
+    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    return (q, bt.store, ids, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("mode", ["dense", "dense_2hot", "sparse", "sparse_head"])
+def test_gpu_matches_ref(B, ctx, P, mode):
+    """Triton and Gluon engines against the reference, outputs poisoned with NaN. Gluon (P = 128 as two 64-token
+    sub-pages): the rules' launch, one split (every page in one program), the pages through a shared-memory ring of
+    2 / 3 slots or prefetched in registers."""
+    from gpu_cases import _close, _kernels
+
+    tri, ref = _kernels("draft_decode")
+    args = _gpu_case(B, ctx, P, mode)
+    q = args[0]
+    out = torch.full_like(q, float("nan"))
+    tri(*args, out=out)
+    want = ref(*args)
+    _close(out, want)
+    for kw in (dict(), dict(num_splits=1), dict(stages=0), dict(stages=2), dict(stages=3, num_splits=1)):
+        out = torch.full_like(q, float("nan"))
+        tri(*args, out=out, engine="gluon", launch=DraftLaunch(merge_blocks=4, **kw))
+        _close(out, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_gpu_gluon_hot_programs_write_the_new_token(B, ctx, P):
+    """engine="gluon": the hot-token programs run in the page launch (fused_hot, gluon_hot.py) or as the Triton
+    launch beside it. With new_k / new_v each writes the query's own K/V into its (NaN-poisoned) ring row before
+    reading it: the ring afterwards equals the reference's bit for bit, the output matches the reference's; the
+    2-hot-page window (the ring's older page read too) and one split included."""
+    from gpu_cases import NewTokenCase, _close, _kernels
+
+    tri, _ = _kernels("draft_decode")
+    case = NewTokenCase(B, ctx, P, B * 31 + ctx * 5 + P)
+    for kw in (dict(fused_hot=True), dict(fused_hot=True, num_splits=1), dict(fused_hot=False),
+               dict(fused_hot=True, stages=2)):
+        case.poison()
+        out = torch.full_like(case.args[0], float("nan"))
+        tri(*case.args, out=out, engine="gluon", new_k=case.new_k, new_v=case.new_v, launch=DraftLaunch(**kw))
+        assert case.ring_written(), kw
+        _close(out, case.want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_gpu_tma_ring_equals_cp_async_ring(B, ctx, P):
+    """The ring's TMA copies (gluon_stream.py ``TMA``) give the same outputs, bit for bit, as the cp.async ring (the
+    form for tensors TMA cannot address: the same math on the same bytes), within tolerance of the reference, over
+    2 and 3 slots and with the scales and zeros as views of one buffer (common/tma_rows.py)."""
+    import sys
+    from pathlib import Path
+
+    from gpu_cases import HQ, SM, D, Batch, _close, _kernels, _lens
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from kernel_cases import relayout_scales
+
+    tri, ref = _kernels("draft_decode")
+    gen = torch.Generator().manual_seed(B * 7907 + ctx * 11 + P)
+    bt = Batch(_lens(B, ctx, 1, gen), P, gen)
+    p = [n - 1 for n in bt.lens]
+    nq = [x // P for x in p]
+    hot_start = [m * P for m in nq]
+    hot_len = [x - s + 1 for x, s in zip(p, hot_start)]
+    q = torch.randn(B, HQ, D, generator=gen).to("cuda", torch.bfloat16)
+    rest = (bt.page_table, bt.i32(nq), bt.hot_k, bt.hot_v, bt.hot_slot, bt.i32(hot_start), bt.i32(hot_len), SM)
+    want = ref(q, bt.store, *rest)
+    for store in (bt.store, relayout_scales(bt.store, "packed")):
+        for kw in (dict(stages=2), dict(stages=3, num_splits=1), dict(stages=2, num_splits=1)):
+            got = {}
+            for tma in (False, True):
+                out = torch.full_like(q, float("nan"))
+                tri(q, store, *rest, out=out, engine="gluon", launch=DraftLaunch(stream_tma=tma, **kw))
+                got[tma] = out
+            _close(got[True], want)
+            assert torch.equal(got[True], got[False]), kw  # the same math on the same bytes: the same bits
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_gpu_hot_last_equals_hot_first(B, ctx, P):
+    """The hot-token launch after the Gluon page launch (launch.gluon_hot_last) gives the same outputs, bit for bit,
+    as with the launch before it (the same partials, merged the same way), within tolerance of the reference, and
+    the query's own K/V written into its NaN-poisoned ring row either way; over the ring (2 and 3 slots) and the
+    register form, one split and the rule's."""
+    from gpu_cases import NewTokenCase, _close, _kernels
+
+    tri, _ = _kernels("draft_decode")
+    case = NewTokenCase(B, ctx, P, B * 6151 + ctx * 13 + P)
+    for kw in (dict(stages=2), dict(stages=3), dict(stages=2, num_splits=1), dict(stages=0)):
+        got = {}
+        for last in (False, True):
+            case.poison()
+            out = torch.full_like(case.args[0], float("nan"))
+            tri(*case.args, out=out, engine="gluon", new_k=case.new_k, new_v=case.new_v,
+                launch=DraftLaunch(fused_hot=False, hot_last=last, **kw))
+            assert case.ring_written(), (kw, last)
+            got[last] = out
+        _close(got[True], case.want)
+        assert torch.equal(got[True], got[False]), kw  # the same partials merged the same way: the same bits

@@ -1,5 +1,5 @@
 """draft_decode's split rule (sgl_spec/kernels/draft_decode/launch.py): shapes only, so it runs on the CPU. The counts asserted for
-H100 shapes (132 SMs, 4 programs an SM) are the ones timed against the previous rule in bench/results/s17."""
+H100 shapes (132 SMs, 4 programs an SM)."""
 import pytest
 import triton
 
@@ -61,12 +61,12 @@ def _ring_for(batch, hkv, ctx, page):
 
 
 @pytest.mark.parametrize("batch,ctx,page,want", [
-    # Llama-3-8B (Hkv = 8) dense drafts timed in bench/results/s35 (draft_ring_b1, rule): the ring below 64 pairs
+    # Llama-3-8B (Hkv = 8) dense drafts: the ring below 64 pairs
     # where a split holds 17+ sub-pages (256k x 1: 113.8 -> 107.6 us), registers where it holds fewer (128k x 1)
     (1, 262144, 128, 2), (2, 131072, 128, 2), (4, 131072, 128, 2), (4, 65536, 128, 2),
     (1, 131072, 128, 0), (1, 65536, 128, 0), (2, 65536, 128, 0),
-    (8, 8192, 128, 2), (8, 65536, 128, 2),  # 64 pairs: the ring whatever the split (session 34's rule)
-    # P = 64 (session 38, H200, bench/results/s38/draft_rules): the split rule alone, at any batch: the ring where a
+    (8, 8192, 128, 2), (8, 65536, 128, 2),  # 64 pairs: the ring whatever the split
+    # P = 64: the split rule alone, at any batch: the ring where a
     # split holds 17+ sub-pages (256k x 1: 92.0 -> 88.8 us, 64k x 8: 174.5 -> 164.1), registers where fewer (8k x 8)
     (1, 262144, 64, 2), (4, 131072, 64, 2), (8, 32768, 64, 2), (8, 65536, 64, 2), (32, 65536, 64, 2),
     (1, 131072, 64, 0), (1, 65536, 64, 0), (8, 8192, 64, 0),
@@ -110,14 +110,12 @@ def test_ring_rule_explicit_stages():
 
 
 def test_hot_last_rule():
-    """The hot-token launch after the page launch where the ring runs (draft_launch.GLUON_HOT_LAST), before it where
-    a page is prefetched in registers (batch 1 at 64k / 128k: measured slower there), never with fused hot programs;
-    the caller's keyword wins except with fused hot programs (there is no hot-token launch to move)."""
+    """The hot-token launch after the page launch where the ring runs, before it where a page is prefetched in
+    registers (batch 1 at 64k / 128k: slower there), never with fused hot programs; a DraftLaunch's hot_last wins
+    except with fused hot programs (there is no hot-token launch to move)."""
     from sgl_spec.kernels.draft_decode import launch as dl
 
-    assert dl.GLUON_HOT_LAST
     assert dl.gluon_hot_last(2, False) and dl.gluon_hot_last(3, False)
     assert not dl.gluon_hot_last(0, False) and not dl.gluon_hot_last(2, True)
     assert dl.gluon_hot_last(0, False, True) and not dl.gluon_hot_last(2, False, False)
     assert not dl.gluon_hot_last(2, True, True)
-

@@ -3,7 +3,7 @@ with every operand conversion a register rename (``assert_trivial``), no local o
 the one of the hot-token programs, sgl_spec/kernels/draft_decode/gluon_hot.py) in their register form; the ring form
 (sgl_spec/kernels/draft_decode/gluon_stream.py) with its slots, at most 168 registers (12 programs an SM) and no spills; and the
 launcher refuses what they do not cover. Their numbers are checked against the reference on the GPU
-(tests/ops/test_kernels_gpu.py::test_draft_decode)."""
+(tests/ops/test_draft_decode.py::test_gpu_matches_ref)."""
 from __future__ import annotations
 
 import os
@@ -47,7 +47,7 @@ def test_compiles_for_sm90_without_spills(G, P, hot):
 @pytest.mark.parametrize("G,P,hot,stages", [(4, 128, 0, 2), (2, 64, 0, 3), (4, 64, 1, 2), (4, 128, 0, 4)])
 def test_ring_form_compiles_for_sm90(G, P, hot, stages):
     """The shared-memory ring: its slots are the only shared memory, and the registers leave room for the programs
-    an SM that draft_launch.gluon_programs_per_sm counts on (12 at 2 slots: 65536 / (12 x 32) -> 168)."""
+    an SM that launch.gluon_programs_per_sm counts on (12 at 2 slots: 65536 / (12 x 32) -> 168)."""
     from sgl_spec.kernels.draft_decode.launch import GLUON_STREAM_SLOT_BYTES, gluon_programs_per_sm
 
     out, regs, stack, local, smem = _sass_report(f"G={G}", f"P={P}", f"hot={hot}", f"as={stages}")
@@ -60,7 +60,7 @@ def test_ring_form_compiles_for_sm90(G, P, hot, stages):
 
 @pytest.mark.parametrize("G,P,stages", [(4, 64, 2), (4, 128, 2), (2, 64, 3)])
 def test_tma_ring_compiles_for_sm90(G, P, stages):
-    """The ring with TMA copies (draft_launch.GLUON_STREAM_TMA): no per-lane copies, six TMA copies a page at each
+    """The ring with TMA copies (gluon_stream.py ``TMA``): no per-lane copies, six TMA copies a page at each
     of the kernel's copy sites (the first STAGES - 1 pages before the loop, one a page in it), the slots plus a
     barrier each as shared memory, and the registers of the cp.async ring (12 programs an SM at 2 slots)."""
     from sgl_spec.kernels.draft_decode.launch import GLUON_STREAM_SLOT_BYTES, gluon_programs_per_sm
@@ -75,7 +75,7 @@ def test_tma_ring_compiles_for_sm90(G, P, stages):
 
 @pytest.mark.parametrize("P,stages,tma", [(64, 2, 1), (128, 0, 0)])
 def test_hot_last_compiles_for_sm90(P, stages, tma):
-    """HOT_LAST (draft_launch.GLUON_HOT_LAST): the page launch waits for the stream at its start and releases the
+    """HOT_LAST (launch.gluon_hot_last): the page launch waits for the stream at its start and releases the
     hot-token launch there instead of waiting for it at its end; the same registers, no stack, and the Triton
     hot-token kernel that then waits at its end compiles too."""
     base = _sass_report("G=4", f"P={P}", f"as={stages}", f"tma={tma}")
@@ -86,6 +86,7 @@ def test_hot_last_compiles_for_sm90(P, stages, tma):
 
 
 def test_engine_is_checked():
+    from sgl_spec.kernels.draft_decode.launch import DraftLaunch
     from sgl_spec.kernels.draft_decode.triton import draft_decode
     from sgl_spec.kvcache.format import KVFormat
 
@@ -99,8 +100,8 @@ def test_engine_is_checked():
     with pytest.raises(ValueError, match="engine must be"):
         draft_decode(*args, engine="cuda")
     with pytest.raises(ValueError, match="merge_blocks"):
-        draft_decode(*args, merge_blocks=3)
+        draft_decode(*args, launch=DraftLaunch(merge_blocks=3))
     with pytest.raises(ValueError, match="stages"):  # the ring is the Gluon page programs'
-        draft_decode(*args, stages=2)
+        draft_decode(*args, launch=DraftLaunch(stages=2))
     with pytest.raises(ValueError, match="hot_last"):  # the launch order is the Gluon page launch's
-        draft_decode(*args, hot_last=True)
+        draft_decode(*args, launch=DraftLaunch(hot_last=True))

@@ -123,3 +123,30 @@ def test_bad_arguments(device):
         norm_pair_linear(x, r, w, 1e-6, "rope", positions=pos, cos_sin=cs, head_dim=32, rot_heads=3)
     with pytest.raises(ValueError, match="out must be"):
         norm_pair_linear(x, r, w, 1e-6, "silu_mul", out=torch.empty(4, 64, device=device))
+
+
+# ---- on the GPU: real shapes against the reference (tests/support/gpu_cases.py) -------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 8, 17, 32, 33, 64])
+@pytest.mark.parametrize("res", [False, True])
+def test_gpu_norm_pair_linear_pycode_shapes(M, res):
+    """The fused draft-layer launches at pycode-30m's shapes (hidden 512, 4 + 2 + 2 heads of 128, intermediate 1536),
+    bf16, against the fp32 reference: both round the output once from the same fp32 quantities (one bf16 ulp, 2^-8,
+    where they fall on either side of a rounding boundary; 2^-7 relative with margin)."""
+    from gpu_cases import _kernels
+    tri, ref = _kernels("norm_pair_linear")
+    gen = torch.Generator().manual_seed(M)
+    x = torch.randn(M, 512, generator=gen).to(torch.bfloat16).cuda()
+    r = torch.randn(M, 512, generator=gen).to(torch.bfloat16).cuda() if res else None
+    pos = torch.randint(0, 16384, (M,), generator=gen).cuda()
+    ang = torch.arange(16384)[:, None] * (1e5 ** (-torch.arange(64) / 64))[None, :]
+    cs = torch.cat([ang.cos(), ang.sin()], 1).cuda()
+    for epi, n, kw in (("rope", 1024, dict(positions=pos, cos_sin=cs, head_dim=128, rot_heads=6)),
+                       ("silu_mul", 3072, {})):
+        w = (torch.randn(n, 512, generator=gen) / 23).to(torch.bfloat16).cuda()
+        want, want_r = ref(x, r, w, 1e-6, epi, **kw)
+        out = torch.full(tuple(want.shape), float("nan"), dtype=torch.bfloat16, device="cuda")
+        got, got_r = tri(x, r, w, 1e-6, epi, out=out, **kw)
+        assert not torch.isnan(got).any()
+        assert ((got.float() - want.float()).abs() <= 2 ** -7 * want.float().abs().clamp_min(1.0)).all(), epi
+        assert torch.equal(got_r, want_r)

@@ -251,3 +251,53 @@ def test_launch_variant_checks(device):
     for kw in (dict(key_cols=3), dict(key_cols=64), dict(val_rows=64), dict(num_warps=3)):
         with pytest.raises(ValueError):
             quantize_pages(k, k, row, page, st, **kw)
+
+
+# ---- on the GPU: real shapes against the reference (tests/support/gpu_cases.py) -------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_gpu_quantize_pages(B, P):
+    from gpu_cases import HKV, D, _close, _kernels
+    from sgl_spec.kernels.quantize_pages.ref import dequant_keys_ref, dequant_values_ref
+
+    tri, ref = _kernels("quantize_pages")
+    gen = torch.Generator().manual_seed(B * 31 + P)
+    T = (B + 1) * P + 5
+    kv = torch.randn(T, 2, HKV, D, generator=gen).to("cuda", torch.bfloat16)  # fused K/V rows: row stride 2*HKV*D
+    kv[:, 0] *= 4
+    src_k, src_v = kv[:, 0], kv[:, 1]
+    src_row = torch.randint(0, T - P + 1, (B,), generator=gen).to("cuda", torch.int64)  # unaligned rows
+    npages = 2 * B + 3
+    page_ids = torch.randperm(npages, generator=gen)[:B].to("cuda", torch.int32)
+    fmt = KVFormat(P, HKV, D)
+    got, want = fmt.alloc(npages, "cuda"), fmt.alloc(npages, "cuda")
+    planes = ("k_upper", "k_lower", "v_upper", "v_lower")
+    scales = ("k_scale", "k_zero", "v_scale", "v_zero")
+    for n in planes:
+        getattr(got, n).fill_(0xAB)
+    for n in scales:
+        getattr(got, n).fill_(float("nan"))
+    tri(src_k, src_v, src_row, page_ids, got)
+    ref(src_k, src_v, src_row, page_ids, want)
+    ids = page_ids.long()
+    other = torch.ones(npages, dtype=torch.bool, device="cuda")
+    other[ids] = False
+    for n in planes:
+        assert (getattr(got, n)[other] == 0xAB).all(), f"{n}: wrote a page it was not asked to"
+    for n in scales:
+        assert torch.isnan(getattr(got, n)[other]).all(), f"{n}: wrote a page it was not asked to"
+        # scale = fp16 round-up of (max - zero)/15: computing the quotient another way may move it by one fp16 ulp
+        _close(getattr(got, n)[ids], getattr(want, n)[ids], atol=1e-6, rtol=2e-3)
+    rows = src_row.view(-1, 1) + torch.arange(P, device="cuda")
+    for pre, deq, src, sdim in (("k", dequant_keys_ref, src_k, -2), ("v", dequant_values_ref, src_v, -1)):
+        g = deq(*(getattr(got, f"{pre}_{n}")[ids] for n in ("upper", "lower", "scale", "zero")), draft=False)
+        w = deq(*(getattr(want, f"{pre}_{n}")[ids] for n in ("upper", "lower", "scale", "zero")), draft=False)
+        s = getattr(want, f"{pre}_scale")[ids].float().unsqueeze(sdim)
+        x = src[rows].float().permute(0, 2, 1, 3)
+        # codes may differ by one INT8 step where (x - z)/s lands within float rounding of a rounding boundary
+        assert ((g - w).abs() <= s / 16 * 1.01 + 1e-6).all()
+        assert ((g - x).abs() <= s / 32 * 1.01 + 1e-5 * (x.abs() + 1)).all(), "outside the format's s/32 bound"
+        for n in ("upper", "lower"):
+            diff = (getattr(got, f"{pre}_{n}")[ids] != getattr(want, f"{pre}_{n}")[ids]).float().mean().item()
+            assert diff <= 1e-3, f"{pre}_{n}: {diff:.3%} of bytes differ from the reference"

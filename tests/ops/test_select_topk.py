@@ -196,3 +196,63 @@ def test_options_oracle_one_row():
     assert out["ids"][0, row, :k].tolist() == [int(x["table"][row, j]) // P for j in want]
     assert int(out["hist_n"][0, row, 0]) == scored
     assert torch.allclose(out["hist"][0, row, 0, :scored], torch.tensor(rank))
+
+
+# ---- on the GPU: real shapes against the reference (tests/support/gpu_cases.py) -------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+def test_gpu_select_topk_pages(B, ctx, P):
+    from gpu_cases import HKV, _kernels
+    tri, ref = _kernels("select_topk_pages")
+    gen = torch.Generator().manual_seed(B * 17 + ctx + P)
+    L = 32
+    maxp = (ctx + P - 1) // P + 2
+    n_full = (ctx - 1) // P
+    elig = [n_full] + torch.randint(0, n_full + 1, (B - 1,), generator=gen).tolist()
+    scores = torch.randn(L, B, HKV, maxp, generator=gen).to("cuda")
+    page_table = torch.stack([torch.randperm(100_000, generator=gen)[:maxp] for _ in range(B)]).to("cuda", torch.int32)
+    kcap = max(1, math.ceil(0.07 * n_full))  # below min_pages=4 for short lists: the clip to KCAP is exercised
+    args = (scores, torch.tensor(elig, dtype=torch.int32, device="cuda"), page_table, 0.07, 4, 1)
+    ids = torch.full((L, B, kcap), -7, dtype=torch.int32, device="cuda")
+    cnt = torch.full((L, B), -1, dtype=torch.int32, device="cuda")
+    tri(*args, out_ids=ids, out_count=cnt)
+    ids_ref, cnt_ref = ref(*args, out_ids=torch.zeros_like(ids), out_count=torch.zeros_like(cnt))
+    assert torch.equal(cnt, cnt_ref)
+    assert torch.equal(ids, ids_ref)  # the rule (ascending logical order, ties to the lower page) is exact
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("smoothing", ["none", "ema", "max"])
+@pytest.mark.parametrize("per_head", [False, True])
+@pytest.mark.parametrize("B", [1, 17])
+def test_gpu_select_topk_pages_policy_options(B, per_head, smoothing):
+    """The draft page policies' launch (sgl_spec/pages/policies.py): req_to_token-like token table read by slot, token
+    counts, unscored (completed) pages, a recent share, a score history, skipped rows; per layer or per kv head."""
+    from gpu_cases import HKV, _kernels
+    tri, ref = _kernels("select_topk_pages")
+    gen = torch.Generator().manual_seed(B * 5 + per_head * 3 + len(smoothing))
+    L, P, maxp, slots = 32, 64, 70, B + 5
+    G = HKV if per_head else 1
+    rows = torch.randperm(slots, generator=gen)[:B].to("cuda")
+    new_len = torch.randint(1, maxp * P, (B,), generator=gen)
+    new_len[0] = maxp * P - 3
+    win = (new_len - torch.randint(1, 9, (B,), generator=gen)).clamp(min=0)  # some windows complete a page
+    scores = torch.randn(L, B, HKV, maxp, generator=gen).to("cuda")
+    rtt = torch.randint(0, 1 << 24, (slots, maxp * P), generator=gen).to("cuda", torch.int32)
+    hist = torch.randn(L, slots, G, maxp, generator=gen).to("cuda")
+    hist_n = torch.randint(0, maxp, (L, slots, G), generator=gen).to("cuda", torch.int32)
+    skip = (torch.rand(B, generator=gen) < 0.25).to("cuda")
+    shape = (L, slots, G, 12) if per_head else (L, slots, 12)
+    outs = []
+    for fn in (tri, ref):
+        ids = torch.full(shape, -7, dtype=torch.int32, device="cuda")
+        cnt = torch.full((L, slots), -1, dtype=torch.int32, device="cuda")
+        h, hn = hist.clone(), hist_n.clone()
+        fn(scores, new_len.to("cuda"), rtt[:, ::P], 0.07, 4, 1, ids, cnt, per_head=per_head, rows=rows,
+           table_rows=rows, page_div=P, num_scored=win.to("cuda"), recent_share=0.25, skip=skip, hist=h, hist_n=hn,
+           smoothing=smoothing, ema=0.6)
+        outs.append((ids, cnt, h, hn))
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)

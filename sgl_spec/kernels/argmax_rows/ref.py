@@ -1,8 +1,8 @@
 """Pure-torch twin of ``argmax_rows``: the index of each row's largest value, the first one among ties.
 
 The draft loop takes the argmax of every draft step's logits [B, V]; torch's reduction for it is a generic kernel
-(5.95 us for [32, 8192] fp32 on an H200, 13 launches a round; bench/results/profile/kprof_s14_spec_15k_b32.txt), and
-the token then took one more copy launch into the round's draft tensor. ``out`` lets the caller receive the tokens
+(5.95 us for [32, 8192] fp32 on an H200, 13 launches a round), and the token would take one more copy launch into
+the round's draft tensor. ``out`` lets the caller receive the tokens
 where it keeps them (a column of ``drafts``). NaN ranks as +inf here and in the kernel (torch ranks it above +inf;
 logits hold no NaN unless the model is broken, and a draft token never affects the output, only acceptance).
 """

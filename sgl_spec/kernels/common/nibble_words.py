@@ -126,7 +126,7 @@ def _div16(x, USE_ASM: tl.constexpr):
         return lo | (hi << 16)
 
 
-# ---- the wgmma A fragment's order (dev variant kf=1 of verify_attention / draft_decode) -------------------------
+# ---- the wgmma A fragment's order (KF of verify_attention / draft_decode) --------------------------------------
 def key_frag_fits(page_size: int, half: int, num_warps: int) -> bool:
     """Whether ``_key_frag`` / ``_tok_perm`` (which hard-code it) match the tile: 64-token pages, 64 channels a half
     (D = 128: 16 words a row, 4 lanes of 4 words) and one warpgroup of 4 warps on the tokens."""

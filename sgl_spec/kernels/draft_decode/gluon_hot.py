@@ -3,10 +3,8 @@ attention over the request's newest tokens, which sit in the full-precision ring
 of the page launch (64 ring tokens each) instead of a Triton launch of their own (sgl_spec/kernels/draft_decode/triton_hot.py, which stays
 for 32-bit rings, the Triton engine and batches of many (request, KV head) pairs).
 
-Why (bench/NOTES_kernels.md, session 29): at batch 1 a draft's time is its bytes at ~2.9 TB/s plus ~13 µs fixed, and
-issue 2's batch-1 targets leave 6.5-13 µs for it. Empty kernels launched as the three launches (hot, pages, merge)
-time 7.7 µs in the kernel bench's harness, as two (pages, merge) 6.9 µs (bench/launch_floor.py, H100): the hot
-launch's place in the chain costs ~0.9 µs before the first page load, whatever its programs do.
+Why: at batch 1 a draft's time is its bytes plus a fixed cost of its launches, and the hot launch's place in the
+chain costs ~0.9 µs before the first page load (H100: three empty launches 7.7 µs, two 6.9), whatever its programs do.
 
 The arithmetic of the Triton program with HOT_NATIVE (16-bit operands as stored, fp32 accumulation, p rounded to the
 ring's dtype for P·V) on ``mma.sync`` tiles with tokens as M, as in the page programs: ``S^T [32, 8] = K q^T``,

@@ -1,21 +1,18 @@
 """Gluon page programs for ``draft_decode`` (``engine="gluon"``; P = 64 or 128, head_dim 128, G <= 8, sm_90+, Triton
-3.6; the server's default where it runs: ``--quantspec-draft-kernel auto``, sgl_spec/kernels/draft_decode/launch.py
-gluon_draft_support). A 128-token page runs as two 64-token sub-pages (``SUB`` = 2, ``_sub_page``): the same tile,
+3.6; the server's default where it runs: ``--quantspec-draft-kernel auto``, sgl_spec/kernels/engine.py
+``select_engine``). A 128-token page runs as two 64-token sub-pages (``SUB`` = 2, ``_sub_page``): the same tile,
 the list twice as long.
 
-Why a second form of the page loop (bench/NOTES_kernels.md, session 21): the Triton kernel spends ~2200
-warp-instructions and 9 CTA barriers a (page, KV head) on a 4-warp wgmma tile, most of them layout conversions
-through shared memory that Triton's layouts do not let us remove; a page then takes ~2.6 us a program and the kernel
-stays at 48-72% of copy bandwidth on an H100 (session 21). Here **one warp owns a page** and every operand is built
-in registers in the exact layout ``mma.sync.m16n8k16`` reads (Gluon's explicit layouts make the conversions register
-renames, checked at compile time with ``assert_trivial``), so there is no shared memory, no barrier and no cross-warp
-reduction:
+Why a second form of the page loop: the Triton kernel spends ~2200 warp-instructions and 9 CTA barriers a (page, KV
+head) on a 4-warp wgmma tile, most of them layout conversions through shared memory that Triton's layouts do not let
+us remove. Here **one warp owns a page** and every operand is built in registers in the exact layout
+``mma.sync.m16n8k16`` reads (Gluon's explicit layouts make the conversions register renames, checked at compile time
+with ``assert_trivial``), so there is no shared memory, no barrier and no cross-warp reduction:
 
 * tokens as the MMA's M: scores ``S^T [64, 8] = K [64, 128] q^T [128, 8]`` (q^T, N = 8 query heads with G <= 8,
   is a constant register operand), ``O^T [128, 8] = V^T [128, 64] (p∘s_v) [64, 8]``; only P^T changes layout
-  (register shuffles). The first form (scores ``q K^T`` with the heads padded to M = 16) spent ~250 moves a page
-  building the padded operands and was ~10% slower (bench/NOTES_kernels.md, session 21);
-* keys: a lane loads 4 consecutive words (LDG.128) of 8 tokens; one asm block a word (sgl_spec/kernels/common/nibble_words.py's
+  (register shuffles), where scores ``q K^T`` with the heads padded to M = 16 would spend ~250 moves a page;
+* keys: a lane loads 4 consecutive words (LDG.128) of 8 tokens; one asm block a word (common/nibble_words.py's
   ``_ASM_KEYS``) gives 4 dequantized fp16 pairs; the channel order of the MMA's k index is free (q is loaded in the
   same order, ``_key_channel``), so the pairs land in the A fragment as converted;
 * values: a lane loads 2 consecutive words (LDG.64) of 16 tokens; one asm block a token pair (``_ASM_VPAIR``) makes
@@ -23,21 +20,21 @@ reduction:
   ``1024 + 16 u`` (exact fp16); the per-token scale folds into p (``p' = p s`` rounded to fp16, as the Triton
   kernel does) and the offsets leave per page (``_attend``): ``o = Σ_pages (acc - 1024 Σp')`` (the high half's
   1/16 at the end) ``+ Σ p z``, with Σp' summed over the same fp16 p' the MMA used;
-* online softmax in fp32, base 2, over the page's 64 tokens per head.
+* online softmax in fp32, base 2, over the page's 64 tokens per head;
+* split s takes pages s, s + NUM_SPLITS, ...: its first page id is loaded beside the page count, not after it.
 
-``STAGES`` > 0 (draft_launch.gluon_stream_stages: P = 128 from 64 pairs a launch, either P from 17 sub-pages a
-split): the pages stream through a cp.async ring of that many slots in shared memory instead
-(sgl_spec/kernels/draft_decode/gluon_stream.py), the same words landing in the same registers, with two warp barriers a page; the
-copies are TMA (``TMA``: one lane, an mbarrier a slot; draft_launch.GLUON_STREAM_TMA) or every lane's cp.async.
+``STAGES`` > 0 (launch.gluon_stream_stages): the pages stream through a ring of that many slots in shared memory
+instead (gluon_stream.py), the same words landing in the same registers, with two warp barriers a page; the copies
+are TMA (``TMA``: one lane, an mbarrier a slot) where the tensors can be addressed as TMA rows, else every lane's
+cp.async.
 
 A program is one warp and one split of one (request, KV head); it writes the same partial (m, l, unnormalized acc) as
 the Triton page programs, at partial index 1 + split, so the Triton hot-token program (index 0) and the Triton
-merge are reused unchanged. With ``HS`` > 0 the launch holds the hot-token programs too (sgl_spec/kernels/draft_decode/gluon_hot.py,
-programs NUM_SPLITS .. + HS - 1 of each (request, KV head), partials 0 and NUM_SPLITS + 1 ..): no hot-token launch
-before it (draft_launch.GLUON_FUSED_HOT). Otherwise the Triton hot-token launch runs before this one (it lets this
-one start at once; the page programs wait for it at their end) or, with ``HOT_LAST``, after it (this launch waits for
-the stream at its start and lets the hot-token launch start at once; that launch waits for this one at its end):
-draft_launch.GLUON_HOT_LAST.
+merge are reused unchanged. With ``HS`` > 0 the launch holds the hot-token programs too (gluon_hot.py, programs
+NUM_SPLITS .. + HS - 1 of each (request, KV head), partials 0 and NUM_SPLITS + 1 ..): no hot-token launch before it.
+Otherwise the Triton hot-token launch runs before this one (it lets this one start at once; the page programs wait
+for it at their end) or, with ``HOT_LAST``, after it (this launch waits for the stream at its start and lets the
+hot-token launch start at once; that launch waits for this one at its end): launch.gluon_hot_last.
 """
 from __future__ import annotations
 
@@ -170,7 +167,7 @@ def _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA: gl.constexpr, O
     [128, 8] (N = 8 query heads: no padded rows to copy around), O^T [128, 8] = V^T [128, 64] (p∘s_v) [64, 8].
     The page's P·V runs on a zero accumulator and its code offset (1024 Σp', the high half's 1/16 comes at the end)
     is removed before it joins the running sum: accumulated across pages in the MMA the offset grows to ~1000x the
-    signal and the tensor cores' truncating fp32 adds lost ~5% over 64 pages (H100, session 21)."""
+    signal and the tensor cores' truncating fp32 adds lose ~5% over 64 pages."""
     kw, vw, s_lo, s_hi, z_lo, z_hi, vs, vz = page
     s_hi = gl.inline_asm_elementwise(_DIV16, "=r,r", [s_hi], dtype=gl.int32, is_pure=True, pack=1)
     sc = mma_v2(_keys_a(kw, s_lo, z_lo, s_hi, z_hi, OPA), q_b, zero_s)  # [64 tokens, 8 heads]
@@ -195,8 +192,7 @@ def _draft_pages_kernel(
     pid_ptr, s_pb, s_ph, np_ptr, MAXP,
     m_ptr, l_ptr, acc_ptr,
     qk_scale, HKV,
-    G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, PREFETCH: gl.constexpr = True,
-    STRIDED: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
+    G: gl.constexpr, NUM_SPLITS: gl.constexpr, PDL: gl.constexpr = False, NPAGES=1, SUB: gl.constexpr = 1,
     hk_ptr=None, hv_ptr=None, hvw_ptr=None, s_hs=0, s_hr=0, s_hn=0, s_hh=0, hslot_ptr=None, hstart_ptr=None,
     hlen_ptr=None, nk_ptr=None, nv_ptr=None, s_nb=0, s_nh=0, HS: gl.constexpr = 0, WRITE_NEW: gl.constexpr = False,
     STAGES: gl.constexpr = 0, kud=None, vud=None, ksd=None, kzd=None, vsd=None, vzd=None, rk_p=0, rk_h=0, rs_p=0,
@@ -218,8 +214,8 @@ def _draft_pages_kernel(
     bh = gl.program_id(1)
     b = bh // HKV
     h = bh % HKV
-    # two calls of the page code on purpose: with HS = 0 it stays outside any branch (the SASS of sessions 21-28);
-    # ``if HS == 0 or s < NUM_SPLITS`` compiles the HS > 0 page loop with its loads placed differently again
+    # two calls of the page code on purpose: with HS = 0 it stays outside any branch (one condition
+    # ``if HS == 0 or s < NUM_SPLITS`` makes ptxas place the page loop's loads differently)
     if HS > 0:  # programs NUM_SPLITS .. + HS - 1 of each (request, KV head): the hot tokens (draft_hot_gluon.py)
         if s >= NUM_SPLITS:
             _hot_partial(q_ptr, s_qb, s_qh, hk_ptr, hv_ptr, hvw_ptr, s_hs, s_hr, s_hn, s_hh, hslot_ptr, hstart_ptr,
@@ -228,12 +224,12 @@ def _draft_pages_kernel(
         else:
             _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr,
                            vz_ptr, s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale,
-                           HKV, s, b, h, G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES,
+                           HKV, s, b, h, G, NUM_SPLITS, NPART, NPAGES, SUB, MMA, OPA, OPB, STAGES,
                            (kud, vud, ksd, kzd, vsd, vzd), (rk_p, rk_h, rs_p, rs_h, rv_p, rv_h), TMA)
     else:
         _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
                        s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
-                       G, NUM_SPLITS, NPART, PREFETCH, STRIDED, NPAGES, SUB, MMA, OPA, OPB, STAGES,
+                       G, NUM_SPLITS, NPART, NPAGES, SUB, MMA, OPA, OPB, STAGES,
                        (kud, vud, ksd, kzd, vsd, vzd), (rk_p, rk_h, rs_p, rs_h, rv_p, rv_h), TMA)
         if PDL and not HOT_LAST:  # the hot-token launch before this one let it start early: finish only after it
             gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
@@ -243,8 +239,8 @@ def _draft_pages_kernel(
 @gluon.jit
 def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr,
                    s_vsp, s_vsh, pid_ptr, s_pb, s_ph, np_ptr, MAXP, m_ptr, l_ptr, acc_ptr, qk_scale, HKV, s, b, h,
-                   G: gl.constexpr, NUM_SPLITS: gl.constexpr, NPART: gl.constexpr, PREFETCH: gl.constexpr,
-                   STRIDED: gl.constexpr, NPAGES, SUB: gl.constexpr, MMA: gl.constexpr, OPA: gl.constexpr,
+                   G: gl.constexpr, NUM_SPLITS: gl.constexpr, NPART: gl.constexpr, NPAGES, SUB: gl.constexpr,
+                   MMA: gl.constexpr, OPA: gl.constexpr,
                    OPB: gl.constexpr, STAGES: gl.constexpr = 0, descs=None, rows=None, TMA: gl.constexpr = False):
     """Page split s of (request b, KV head h): its pages' partial (m, l, unnormalized acc) at index 1 + s."""
     # key words: lane (t = lane % 4, g = lane // 4) holds words 4t..4t+3 of tokens g + 8 j (LDG.128)
@@ -269,21 +265,14 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
     ids = pid_ptr + b.to(gl.int64) * s_pb + h.to(gl.int64) * s_ph
     # list positions in 64-token sub-pages (SUB = P / 64 of them a list entry, ``_sub_page``)
     n = gl.minimum(gl.maximum(gl.load(np_ptr + b), 0), MAXP) * SUB
-    if STRIDED:  # pages s, s + NUM_SPLITS, ...: the first page id does not wait for the page count
-        lo = s
-        hi = n
-        ST: gl.constexpr = NUM_SPLITS
-        # issued beside the page-count load; a stale id past the list is clamped into the pool (read, never used)
-        pg0, half0 = _sub_page(lo, ids, lo < MAXP * SUB, SUB)
-        pg0 = gl.minimum(gl.maximum(pg0, 0), NPAGES - 1)
-        ok0 = lo < MAXP * SUB
-    else:  # a contiguous share of the list
-        per = (n + NUM_SPLITS - 1) // NUM_SPLITS
-        lo = gl.minimum(s * per, n)
-        hi = gl.minimum(lo + per, n)
-        ST: gl.constexpr = 1
-        pg0, half0 = _sub_page(lo, ids, lo < hi, SUB)
-        ok0 = lo < hi
+    # pages s, s + NUM_SPLITS, ...: the first page id does not wait for the page count
+    lo = s
+    hi = n
+    ST: gl.constexpr = NUM_SPLITS
+    # issued beside the page-count load; a stale id past the list is clamped into the pool (read, never used)
+    pg0, half0 = _sub_page(lo, ids, lo < MAXP * SUB, SUB)
+    pg0 = gl.minimum(gl.maximum(pg0, 0), NPAGES - 1)
+    ok0 = lo < MAXP * SUB
 
     m_i = gl.full([8], float("-inf"), gl.float32, layout=gl.SliceLayout(0, MMA))
     l_i = gl.zeros([8], gl.float32, layout=gl.SliceLayout(0, MMA))
@@ -294,7 +283,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
 
     if STAGES > 0:  # the pages stream through a shared-memory ring (sgl_spec/kernels/draft_decode/gluon_stream.py)
         if TMA:  # copied by TMA, counted on a barrier a slot. Only pages the loop waits for are copied (lo < hi
-            # also for STRIDED's early first page): a program must not end with a TMA write into its shared memory
+            # also for the early first page): a program must not end with a TMA write into its shared memory
             # still in flight, and unlike cp.async there is no wait_group(0) to drain one
             kb, vb, sc, dst, bars = _tma_buffers(STAGES)
             _tma_page(dst, bars, 0, descs, rows, pg0, h, ok0 & (lo < hi), half0)
@@ -333,25 +322,16 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
             phase = phase ^ (slot == 0).to(gl.int32)
         if not TMA:
             async_copy.wait_group(0)  # no copy outlives the program (TMA: every copy issued is waited for above)
-    else:  # the next page's loads are issued before this page is computed (one page in flight a warp). A
-        # 2x-unrolled form of the FA2-oriented kernel spilled (432 B of stack) and was no shorter.
-        if not PREFETCH:
-            ok0 = lo > lo  # no page ahead: the prologue load is masked off
+    else:  # the next page's loads are issued before this page is computed (one page in flight a warp)
         cur = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
                          pg0, h, ok0, KW, VW, KSC, VSL, half0)
         pg_next, half_next = _sub_page(lo + ST, ids, lo + ST < hi, SUB)
         for i in range(lo, hi, ST):
-            if PREFETCH:
-                nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
-                                 pg_next, h, i + ST < hi, KW, VW, KSC, VSL, half_next)
-                pg_next, half_next = _sub_page(i + 2 * ST, ids, i + 2 * ST < hi, SUB)
-                m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
-                cur = nxt
-            else:  # dev: no page in flight a warp; more warps an SM instead (with a register cap)
-                pg_i, half_i = _sub_page(i, ids, i < hi, SUB)
-                page = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp,
-                                  s_vsh, pg_i, h, i < hi, KW, VW, KSC, VSL, half_i)
-                m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
+            nxt = _load_page(ku_ptr, vu_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_up, s_uh, s_ksp, s_ksh, s_vsp, s_vsh,
+                             pg_next, h, i + ST < hi, KW, VW, KSC, VSL, half_next)
+            pg_next, half_next = _sub_page(i + 2 * ST, ids, i + 2 * ST < hi, SUB)
+            m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, cur, zero_s, zero_o, MMA, OPA, OPB)
+            cur = nxt
 
     # ---- partial (m, l, unnormalized acc) at index 1 + s, physical channel order
     oc = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))

@@ -1,21 +1,21 @@
 """The Gluon draft page programs' page stream through shared memory (``STAGES`` > 0; sgl_spec/kernels/draft_decode/gluon_pages.py).
 
 Why: with the page prefetched in registers (``PREFETCH``) ptxas issues the next page's loads only once the current
-page's key registers are free, late in the page's compute (SASS: at instruction ~850 of ~1310; session 27), so a
+page's key registers are free, late in the page's compute (SASS: at instruction ~850 of ~1310), so a
 warp has less than one page in flight. Here every lane ``cp.async``-es the very words it later reads (the same
 distributed layouts KW / VW as the register form), ``STAGES - 1`` (sub-)pages ahead, into a ring of ``STAGES`` slots
 of 8960 B: the copies are issued at the top of each page whatever the registers hold, the prefetched page's registers
 are free (168 a thread instead of 255), and more programs fit an SM. The key scale/zero words and the value
 scales/zeros are copied in plain layouts and read back in the ones ``_attend`` takes (across lanes: one warp barrier
-after the wait). Measured on an H100 (bench/NOTES_kernels.md, session 34): 2-4% faster at P = 128 from batch 8,
-equal at P = 64, no faster at batch 1; a stream-only form (no math) is only 1-3% faster still, so the page phase is
-bound by memory, not by the page code. draft_launch.gluon_stream_stages says where it runs.
+after the wait). 2-4% faster at P = 128 from batch 8 (H100), no faster at batch 1; a stream alone (no math) is only
+1-3% faster still, so the page phase is bound by memory, not by the page code. launch.gluon_stream_stages says where
+it runs.
 
-``TMA`` (draft_launch.GLUON_STREAM_TMA; ``_tma_buffers``, ``_tma_page``): the same slots filled by six TMA copies a
+``TMA`` (where the tensors can be addressed as TMA rows: ``tma_args``; ``_tma_buffers``, ``_tma_page``): the same slots filled by six TMA copies a
 page that one lane issues (key and value words as boxes of 64 rows of 16 words, the four scale rows as boxes of one
 row; descriptors: ``tma_args``), counted on an mbarrier a slot, so no lane spends instructions or registers on
-addresses and the memory system gets whole 4 KiB boxes. On an H200 (bench/NOTES_kernels.md, session 39) the dense
-draft at batch 8 is 3-5% faster than with cp.async and its stream alone (no math) 1-4%; outputs are bit-equal.
+addresses and the memory system gets whole 4 KiB boxes: the dense draft at batch 8 is 3-5% faster than with cp.async
+(H200); outputs are bit-equal.
 
 Shared memory a program (one warp): 8960 B x STAGES (2: 17.5 KiB, 12 programs an SM; 3: 26.3 KiB, 8 programs; an
 H100 SM has 228 KiB), plus an 8-byte barrier a slot with TMA. The cp.async ring's value words are swizzled (8-word

@@ -1,5 +1,4 @@
-"""Partials of ``draft_decode``'s split-KV stage 1 and their merge (stage 2), moved out of draft_decode.py unchanged:
-stage-1 programs write (m, l, unnormalized acc) per query head; one merge program per (request, query head)."""
+"""Partials of ``draft_decode``'s split-KV stage 1 and their merge (stage 2): stage-1 programs write (m, l, unnormalized acc) per query head; one merge program per (request, query head)."""
 from __future__ import annotations
 
 import triton
@@ -24,8 +23,8 @@ def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
                                D: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
     """One program per (request, query head) and BLOCK_D channels (grid axis 1: cdiv(D, BLOCK_D) blocks, so a small
     batch with many partials still fills the GPU): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s. Where one
-    CHUNK holds every partial (draft_launch.MERGE_TILE) all loads are issued before the first reduction: one
-    round trip instead of two (H100, batch-1 drafts 0.4-0.9 µs faster, bench/results/s23/merge_onestep)."""
+    CHUNK holds every partial (launch.MERGE_TILE) all loads are issued before the first reduction: one round trip
+    instead of two (batch-1 drafts 0.4-0.9 µs faster on an H100)."""
     _wait_prior(PDL)
     pid = tl.program_id(0)
     base = pid.to(tl.int64) * NPART

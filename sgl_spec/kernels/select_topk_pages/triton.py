@@ -12,9 +12,9 @@ ascending index order (an exclusive prefix sum over the ties) until k_rem is rea
 tie-break "lower page index wins". A second prefix sum over the chosen mask gives each chosen page its output slot,
 so the list comes out sorted by logical page index (locality for the draft kernel) with no sort at all.
 
-Why the policy options live in here (forced newest pages, score smoothing, per-slot rows, token units): a draft
-page policy's step between two rounds used to be ~40 small torch ops around this launch, 75-130 us per round on an
-H100 even inside a CUDA graph (launch bound). Folded in, the whole step is this one launch.
+Why the policy options live in here (forced newest pages, score smoothing, per-slot rows, token units): as ~40 small
+torch ops around this launch a draft page policy's step between two rounds takes 75-130 us per round on an H100 even
+inside a CUDA graph (launch bound); folded in, the whole step is this one launch.
 """
 from __future__ import annotations
 

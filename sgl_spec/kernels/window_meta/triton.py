@@ -2,7 +2,7 @@
 
 Semantics, inputs and outputs: sgl_spec/kernels/window_meta/ref.py. One program per request writes its window's ring rows,
 its slot and first position, and (as asked) its page-table row, the page its window completes and its draft hot
-range. Replaces ~16 torch launches per draft pass and ~30 per verify (bench/NOTES_kernels.md, "Launches per pass").
+range, in place of ~16 torch launches per draft pass and ~30 per verify.
 """
 from __future__ import annotations
 
