@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sass_report(*args, what="draft_gluon"):
-    """bench/sass_report.py ``what`` ``args`` compiled for sm_90 (not interpreted): (stdout, regs, stack, local,
-    smem) of the first kernel it reports. A layout conversion asserted trivial that is not fails the compile, so the
-    report's exit status."""
+    """tests/support/draft_sass.py ``what`` ``args`` compiled for sm_90 (not interpreted): (stdout, regs, stack,
+    local, smem) of the first kernel it reports. A layout conversion asserted trivial that is not fails the compile,
+    so the report's exit status."""
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "sass_report.py"), what, *args],
+    res = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "draft_sass.py"), what, *args],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     m = re.search(r"regs=(\d+) stack=(\d+) local=(\d+) smem=(\d+)", res.stdout)
