@@ -1,5 +1,6 @@
 """verify_attention: Triton (interpreter on CPU) vs the torch reference, and the reference vs a dense per-row
-attention over the contract's view written with plain loops.
+attention over the contract's view written with plain loops; the split and tile rules; on the GPU (``gpu``), both
+engines against the reference at real shapes. The Gluon engine's own tests: test_verify_attention_gluon.py.
 
 Tolerances (outputs |o| <= ~2.5, scores |s| <= ~30):
 * reference vs dense: both fp32 over the same dequantized values (summation order only, ~1e-6), then the reference
@@ -18,6 +19,7 @@ import torch
 
 from sgl_spec.kernels.verify_attention import triton as va
 from sgl_spec.kernels.verify_attention import splits as vsp
+from sgl_spec.kernels.verify_attention.launch_config import VerifyLaunch
 from sgl_spec.kernels.quantize_pages.ref import dequant_keys_ref, dequant_values_ref, quantize_pages_ref
 from sgl_spec.kernels.verify_attention.ref import verify_attention as verify_ref
 from sgl_spec.kvcache.format import KVFormat
@@ -195,7 +197,7 @@ def test_batch_following_splits(monkeypatch, case_i, num_splits):
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
     sm_scale = 1.0 / math.sqrt(D)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
-    fn = functools.partial(va.verify_attention, batch_invariant=False, num_splits=num_splits)
+    fn = functools.partial(va.verify_attention, batch_invariant=False, launch=VerifyLaunch(num_splits=num_splits))
     out, sc = run(fn, case, sm_scale, True, score_rows)
     torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
     check_scores_written(sc, case[3], P)
@@ -237,7 +239,7 @@ def test_long_window_row_tile(monkeypatch, case_i):
 
 def test_splits_for_batch_rule(monkeypatch):
     """NS follows B (whole waves of B * Hkv * RB * (NS + 1) programs on 2 * 132 slots), never more than the pages
-    allow; the cases measured on the H200 (bench/results/dev_kernels_splits.log)."""
+    allow (132 SMs, as on an H200)."""
     monkeypatch.setattr(vsp, "_num_sms", lambda device: 132)
     assert vsp.PROGRAMS_PER_SM == 2
     assert vsp.splits_for_batch(64 * 2, 1000, "cpu") == 7  # pycode-30m, B = 64: 4 waves of 128 x 8 programs
@@ -246,40 +248,30 @@ def test_splits_for_batch_rule(monkeypatch):
     assert vsp.splits_for_batch(1 * 8, 1000, "cpu") == 32  # Llama-3-8B, B = 1: one wave
     assert vsp.splits_for_batch(1 * 2, 65, "cpu") == 65  # B = 1, a short page table: capped by MAXP / C
     assert vsp.splits_for_batch(4096 * 8, 1000, "cpu") == 1  # more programs than slots: one split
-    # the Gluon engine's ring programs are a launch of their own: only the B * Hkv * NS page programs fill the waves
-    # (H100, session 24: Llama-3-8B 128k x 8 7 -> 4 splits 839 -> 813 us; pycode-30m 15k x 64 7 -> 2 278 -> 240)
-    gl = dict(ring_in_grid=False)
-    assert vsp.splits_for_batch(8 * 8, 1000, "cpu", **gl) == 4  # Llama-3-8B, B = 8: one wave of 256 programs
-    assert vsp.splits_for_batch(64 * 2, 1000, "cpu", **gl) == 2  # pycode-30m, B = 64
-    assert vsp.splits_for_batch(1 * 8, 1000, "cpu", **gl) == 33  # B = 1: 264 programs, one wave
-    assert vsp.splits_for_batch(32 * 8, 1000, "cpu", **gl) == 1
-    # ring_in_grid=None (the Gluon engine's rule): the ring programs counted where pairs <= slots // 33, so that each
-    # finds a slot in the page launch's wave (H100, session 26: Llama-3-8B 8k x 1 30.6 -> 24.6 us), not otherwise
+    # ring_in_grid=None (the Gluon engine, its ring a launch of its own): only the page programs fill the waves,
+    # except that the ring programs are counted where pairs <= slots // 33, so that each finds a slot in the page
+    # launch's wave
     auto = dict(ring_in_grid=None)
     assert vsp.splits_for_batch(1 * 8, 1000, "cpu", **auto) == 32  # B = 1: 256 page + 8 ring programs, one wave
     assert [vsp.splits_for_batch(b * 8, 1000, "cpu", **auto) for b in (2, 3, 4, 8, 32)] == [16, 11, 8, 4, 1]
     assert vsp.splits_for_batch(64 * 2, 1000, "cpu", **auto) == 2
 
 
-def _variant_case(monkeypatch, pp, qa, case_i):
-    """CASES[case_i] for a dev variant: pages per iteration ``pp``, rows-as-M ``qa``, splits of any size."""
+def _any_splits_case(monkeypatch, case_i):
+    """CASES[case_i] with splits of any size."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, _ = CASES[case_i]
-    monkeypatch.setattr(va, "PAGES_PER_ITER", pp)
-    monkeypatch.setattr(va, "ROWS_AS_M", qa)
     monkeypatch.setattr(vsp, "MIN_TOKENS_PER_SPLIT", 0)
     return make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ), 1.0 / math.sqrt(D)
 
 
-@pytest.mark.parametrize("pp,qa", [(2, 0), (1, 1), (1, 2), (2, 1)])
-@pytest.mark.parametrize("case_i", [3, 9, 13])
-def test_verify_variants(monkeypatch, pp, qa, case_i):
-    """The dev-timed variants (two pages a loop iteration: odd page counts, pairs straddling the scored pages, splits
-    of one page; rows as the MMA M dimension: halves of D apart / interleaved, one or two pages an iteration)
-    against the reference, as the default is in test_verify_attention."""
-    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i)
-    ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
-    out, sc = run(va.verify_attention, case, sm_scale, True, score_rows)
+@pytest.mark.parametrize("block_m", [32, 64])
+def test_launch_row_tile(block_m):
+    """A fixed row tile (``VerifyLaunch(block_m=...)``) wider than the rule's: the same attention and page scores."""
+    B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[3]
+    case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=5)
+    ref_out, ref_sc = run(verify_ref, case, 0.125, True, score_rows)
+    fn = functools.partial(va.verify_attention, launch=VerifyLaunch(block_m=block_m))
+    out, sc = run(fn, case, 0.125, True, score_rows)
     torch.testing.assert_close(out.float(), ref_out.float(), atol=1e-3, rtol=out_rtol(dtype, True))
     check_scores_written(sc, case[3], P)
     torch.testing.assert_close(sc.nan_to_num(0.0), ref_sc.nan_to_num(0.0), **SCORE_TOL)
@@ -289,13 +281,11 @@ KF_CASES = [CASES[1], CASES[6], (3, 5, 8, 2, 128, 64, torch.bfloat16, [700, 64, 
 
 
 @pytest.mark.parametrize("case_i", range(len(KF_CASES)))
-@pytest.mark.parametrize("key_frag", [True, False])
-def test_key_fragment_order(monkeypatch, case_i, key_frag):
-    """Keys and Q^T in the wgmma A fragment's channel and token order (KEY_FRAG, the default; P = 64 and D = 128
-    only), and the plain order, against the reference: the same attention and page scores, with the default
-    partition and with one-page splits."""
+def test_key_fragment_order(monkeypatch, case_i):
+    """Keys and Q^T in the wgmma A fragment's channel and token order (P = 64 and D = 128: key_frag_fits) and the
+    plain order elsewhere, against the reference: the same attention and page scores, with the default partition
+    and with one-page splits."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = KF_CASES[case_i]
-    monkeypatch.setattr(va, "KEY_FRAG", key_frag)
     case = make_case(B, NQ, Hq, Hkv, D, P, q_start, dtype, seed=B * 100 + NQ + 7)
     sm_scale = 1.0 / math.sqrt(D)
     ref_out, ref_sc = run(verify_ref, case, sm_scale, True, score_rows)
@@ -351,13 +341,12 @@ def dense_lse_scores(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     return out
 
 
-@pytest.mark.parametrize("pp,qa", [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1)])
-@pytest.mark.parametrize("case_i", [3, 4, 5, 10, 12])
-def test_lse_scores(monkeypatch, pp, qa, case_i):
-    """lse scores of the default (pp=1|2) and of the rows-as-M variants (qa=1|2) against the reference and a dense
-    log-sum-exp; the output is the "max" kind's, bit for bit."""
+@pytest.mark.parametrize("case_i", [3, 4, 5, 9, 10, 12, 13])
+def test_lse_scores(monkeypatch, case_i):
+    """lse scores against the reference and a dense log-sum-exp, splits of any size; the output is the "max"
+    kind's, bit for bit."""
     B, NQ, Hq, Hkv, D, P, dtype, q_start, score_rows = CASES[case_i]
-    case, sm_scale = _variant_case(monkeypatch, pp, qa, case_i)
+    case, sm_scale = _any_splits_case(monkeypatch, case_i)
     rows = score_rows if score_rows is not None else (min(1, NQ - 1), NQ - 1)
     q, store, pt, qs, hk, hv, hs = case
     ref_sc = torch.full((B, Hkv, pt.shape[1]), float("nan"))
@@ -375,18 +364,113 @@ def test_lse_scores(monkeypatch, pp, qa, case_i):
 
 
 def test_gluon_ring_rule(monkeypatch):
-    """The Gluon engine's ring split runs as a Gluon launch of its own (sgl_spec/kernels/verify_attention/gluon_ring.py) at every batch
-    of a launch that need not be batch-invariant; batch-invariant launches, fixed split counts and the Triton engine
-    keep the Triton ring launch (the Triton engine has no Gluon one: a clear error). Separately, the split rule
-    counts a slot for each ring program only where they fit beside the page programs (batch 1 of Llama-3-8B on 132
-    SMs)."""
+    """The Gluon engine's ring split runs as a Gluon launch of its own (``gluon_ring.py``) at every batch of a launch
+    that need not be batch-invariant; batch-invariant launches, fixed split counts and the Triton engine keep the
+    Triton ring launch. Separately, the split rule counts a slot for each ring program only where they fit beside
+    the page programs (batch 1 of Llama-3-8B on 132 SMs)."""
     assert va.gluon_ring_rule(True, False, None)
     assert not va.gluon_ring_rule(True, True, None) and not va.gluon_ring_rule(True, False, 4)
     assert not va.gluon_ring_rule(False, False, None)
-    monkeypatch.setattr(va, "GLUON_RING", False)
-    assert not va.gluon_ring_rule(True, False, None)
     monkeypatch.setattr(vsp, "_num_sms", lambda device: 132)
     assert vsp.ring_counted(8, "cpu") and not vsp.ring_counted(9, "cpu") and not vsp.ring_counted(64, "cpu")
+
+
+def test_no_tuning_keywords():
+    """The op's signature is the contract's: a geometry to pin goes in one ``VerifyLaunch``."""
+    import inspect
+
+    from sgl_spec.kernels.verify_attention.ref import verify_attention as ref
+
+    names = ["q", "store", "page_table", "q_start", "hot_k", "hot_v", "hot_slot", "sm_scale", "scores", "score_rows",
+             "out", "score_kind", "batch_invariant", "engine", "launch"]
+    assert list(inspect.signature(va.verify_attention).parameters) == names
+    assert list(inspect.signature(ref).parameters) == names
     case = make_case(1, 2, 4, 2, 32, 32, [40], torch.float16)
-    with pytest.raises(ValueError, match="gluon_ring needs engine='gluon'"):
-        va.verify_attention(*case, 0.25, gluon_ring=True)
+    with pytest.raises(TypeError):
+        va.verify_attention(*case, 0.25, num_splits=2)
+
+
+# ---- on the GPU: real shapes (tests/support/gpu_cases.py: shapes, poisoning, tolerances) --------------------------
+def _gpu_kernels():
+    from sgl_spec.kernels.verify_attention import verify_attention as tri
+
+    return tri, verify_ref
+
+
+def _gpu_scores_close(sc, sc_ref, q_start, P):
+    from gpu_cases import _close
+
+    for b, s0 in enumerate((q_start // P).tolist()):  # entries j >= q_start // P are left unwritten (contract)
+        _close(sc[b, :, :s0], sc_ref[b, :, :s0], atol=5e-2, rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [1, 63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("nq", [5, 8])
+def test_gpu_matches_ref(B, ctx, P, nq):
+    """The Triton kernel with scores on and off, both partitions and both score kinds, and the Gluon page programs
+    (P = 128 as two 64-token sub-pages a page) with both partitions, one split and both score kinds, against the
+    reference; outputs poisoned with NaN so an unwritten element fails."""
+    from gpu_cases import HKV, _close, verify_window
+
+    tri, ref = _gpu_kernels()
+    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq)
+    nq = min(nq, ctx)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen)
+    nan_scores = lambda: torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")  # noqa: E731
+    sc, sc_ref = nan_scores(), nan_scores()
+    out = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out)
+    want = ref(*args, scores=sc_ref)
+    _close(out, want)
+    _gpu_scores_close(sc, sc_ref, q_start, P)
+    out2 = torch.full_like(q, float("nan"))
+    tri(*args, out=out2)  # scores off: the same attention
+    _close(out2, want)
+    sc, out4 = nan_scores(), torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out4, batch_invariant=False)  # the server's default partition (splits follow B)
+    _close(out4, want)
+    _gpu_scores_close(sc, sc_ref, q_start, P)
+    # --quantspec-page-score lse: page log-sum-exps (a column sum of the softmax weights), same attention output
+    sc, sc_ref = nan_scores(), nan_scores()
+    out3 = torch.full_like(q, float("nan"))
+    tri(*args, scores=sc, out=out3, score_kind="lse")
+    ref(*args, scores=sc_ref, score_kind="lse")
+    _close(out3, want)
+    _gpu_scores_close(sc, sc_ref, q_start, P)
+    for kw in (dict(), dict(batch_invariant=False), dict(launch=VerifyLaunch(num_splits=1)), dict(score_kind="lse")):
+        sc, sc_ref = nan_scores(), nan_scores()
+        out = torch.full_like(q, float("nan"))
+        tri(*args, scores=sc, out=out, engine="gluon", **kw)
+        ref(*args, scores=sc_ref, score_kind=kw.get("score_kind", "max"))
+        _close(out, want)
+        _gpu_scores_close(sc, sc_ref, q_start, P)
+        out = torch.full_like(q, float("nan"))
+        tri(*args, out=out, engine="gluon", **kw)  # scores off
+        _close(out, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("P", [64, 128])
+@pytest.mark.parametrize("ctx", [63, 4097])
+@pytest.mark.parametrize("B", [1, 3, 17])
+@pytest.mark.parametrize("nq", [9, 13, 16])
+def test_gpu_long_window(B, ctx, P, nq):
+    """G = 2 (16 query heads over the 8 KV heads) with γ >= 8: the server's partition puts the window's NQ*2 rows in
+    one 32-row tile (block_rows), the batch-invariant one in row blocks of 16; both engines against the reference."""
+    from gpu_cases import HKV, _close, verify_window
+
+    tri, ref = _gpu_kernels()
+    gen = torch.Generator().manual_seed(B * 7919 + ctx * 13 + P + nq + 1)
+    bt, q, q_start, args = verify_window(B, ctx, P, nq, gen, hq=2 * HKV)
+    sc_ref = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+    want = ref(*args, scores=sc_ref)
+    for invariant in (False, True):
+        for eng in ("triton", "gluon"):
+            sc = torch.full((B, HKV, bt.maxp), float("nan"), device="cuda")
+            out = torch.full_like(q, float("nan"))
+            tri(*args, scores=sc, out=out, batch_invariant=invariant, engine=eng)
+            _close(out, want)
+            _gpu_scores_close(sc, sc_ref, q_start, P)

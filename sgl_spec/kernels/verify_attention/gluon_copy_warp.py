@@ -1,19 +1,14 @@
-"""Gluon verify page programs with a copy warp (dev form ``ws`` of session 37; the Gluon verify's form for G = 4 since
-session 38: ``verify_gluon_rules.COPY_WARP``, ``COPY_WARP_GROUPS``). The page loop of sgl_spec/kernels/verify_attention/gluon_pages.py,
-unchanged in its math, with the per-thread ``cp.async`` copies replaced by TMA copies that one extra warp issues
-(``gl.warp_specialize``): each group's key planes, key scale/zero pairs and value scales/zeros, then its value
-planes, into the same single buffers a phase ahead, handed over by mbarriers (full: the bytes landed; empty: the four
-compute warps are done reading).
+"""Gluon verify page programs with a copy warp (the Gluon verify's form for G = 4: ``gluon_rules.copy_warp_form``).
+The page loop of ``gluon_pages.py``, unchanged in its math, with the per-thread ``cp.async`` copies replaced by TMA
+copies that one extra warp issues (``gl.warp_specialize``): each group's key planes, key scale/zero pairs and value
+scales/zeros, then its value planes, into the same single buffers a phase ahead, handed over by mbarriers (full: the
+bytes landed; empty: the four compute warps are done reading).
 
-Why (bench/NOTES_kernels.md, session 37): on an H200 the verify is bound by its instruction stream at the 700 W power
-limit; the per-thread copies and their address math are 311 of the page loop's 2198 sm_90 instructions a group and
-hold registers. Here the compute warps' loop is 1921 instructions (232 registers, no spills in the loop; the copy
-warp's group 24, so that two programs still fit an SM: launched at ``WS_MAXNREG`` = 128 a thread over 8 warps). Triton
-3.6 puts a CTA barrier before every TMA copy issued outside a warp-specialized partition (16 more a group), so the
-copies need a warp of their own. H200, same runs (bench/results/s37/ws/): nq 5 with scores 128k x 1 P = 64 94.5-95.3
--> 84.5-85.3 µs, P = 128 92.8-93.0 -> 82.8-82.9, 64k x 1 55.0-56.8 -> 49.8-49.9, 256k x 1 172.7 -> 153.2, 64k x 8
-336.8 -> 307.4, 128k x 8 P = 64 628.3, 701.2 -> 625.8, 625.2, P = 128 670.0-672.7 -> 620.8-623.6; nq 8 128k x 8
-779.3 -> 731.0. Checked against the reference at P = 64 and 128, nq 1 and 5 (rows bit-equal to one-row calls).
+Why: on an H200 the verify is bound by its instruction stream at the power limit; the per-thread copies and their
+address math are ~14% of the page loop's sm_90 instructions and hold registers. Here the compute warps run 232
+registers without spills in the loop and the copy warp's group 24, so that two programs still fit an SM (launched
+at ``WS_MAXNREG`` = 128 a thread over 8 warps). Triton 3.6 puts a CTA barrier before every TMA copy issued outside a
+warp-specialized partition, so the copies need a warp of their own. Figures: docs/KERNELS.md.
 
 Needs contiguous planes (2D descriptors over them as rows of one token's 64 bytes), scales whose pages and heads start
 at whole rows of 64 scale words or 64 value scales (sgl_spec/kernels/common/tma_rows.py), and row coordinates below 2^31
@@ -28,9 +23,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
-from sgl_spec.kernels.verify_attention.gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, lane_sums, row_tiles, slim_form,
-                                                value_branches)
-from sgl_spec.kernels.verify_attention.gluon_pages import FLAT, PSM, VSM, _page_loop, _pdl_end, _pdl_start, _q_tiles, _split
+from sgl_spec.kernels.verify_attention.gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
+from sgl_spec.kernels.verify_attention.gluon_pages import FLAT, PSM, VSM, _page_loop, _pdl_start, _q_tiles, _split
 from sgl_spec.kernels.verify_attention.gluon_rows import _row_pages
 
 # TMA destinations: key planes and scales unswizzled (= FLAT, as the loads read them), value planes in the NVMMA
@@ -63,11 +57,9 @@ def _verify_pages_ws_kernel(
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     kud, kld, vud, vld, ksd, kzd, vsd, vzd, rk_p, rk_h, rs_p, rs_h, rv_p, rv_h,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
-    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, BR: gl.constexpr = False, LANE: gl.constexpr = False,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, SUB: gl.constexpr = 1, BR: gl.constexpr = False,
 ):
-    _pdl_start(PDL, FIRST)
-    gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
+    _pdl_start(PDL)
     s, h, b, q_start, j0, j1, n_req = _split(qs_ptr, NQ, C, NS, SUB)
     if j0 < n_req:
         n_c, own_a, own_b = _row_pages(q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, N, N2, SLIM, SUB)
@@ -109,12 +101,11 @@ def _verify_pages_ws_kernel(
                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, kfull, kempty, vfull, vempty, q_start, j0,
                           j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb,
                           s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, N, HAS_SCORES,
-                          SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, True, LANE)),
+                          SCORE_LSE, SLIM, N2, SUB, BR, True)),
             (_produce, (kud, kld, vud, vld, ksd, kzd, vsd, vzd, kt_u, kt_l, st_s, st_z, vst_s, vst_z, vt_u, vt_l,
                         kfull, kempty, vfull, vempty, pt_ptr + b * s_pb, s_pj, rk_p, rk_h, rs_p, rs_h, rv_p, rv_h, h,
                         j0, j1, SUB)),
         ], [1], [COPY_WARP_REGS])
-    _pdl_end(PDL, FIRST)
 
 
 @gluon.jit
@@ -152,8 +143,8 @@ def _produce(kud, kld, vud, vld, ksd, kzd, vsd, vzd, kt_u, kt_l, st_s, st_z, vst
 
 
 def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra,
-                    rb, has_scores, score_lse, scores=None, sm_scale=1.0, first=False):
-    """verify_pages_gluon.launch_pages's launch in the copy-warp form (same arguments, partials and scores; the
+                    rb, has_scores, score_lse, scores=None, sm_scale=1.0):
+    """``gluon_pages.launch_pages``'s launch in the copy-warp form (same arguments, partials and scores; the
     caller checked ``copy_warp_supported``)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -179,7 +170,6 @@ def launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pa
         kd[0], kd[1], vd[0], vd[1], sd[0], sd[1], vsd[0], vsd[1],
         *row_strides(words[0], 16), *row_strides(ks32, 64), *row_strides(store.v_scale, 64),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
-        DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
-        BR=value_branches(G, n1, n2, has_scores), LANE=lane_sums(),
+        SUB=P // GLUON_PAGE_SIZE, BR=value_branches(G, n1, n2, has_scores),
         num_warps=NUM_WARPS, maxnreg=WS_MAXNREG, **pdl_kwargs(q.device),
     )

@@ -1,14 +1,10 @@
 """Gluon page programs for ``verify_attention`` (``engine="gluon"``; P = 64 or 128, head_dim 128, NQ * G <= 32 rows,
-sm_90+, Triton 3.6; the server's default from auto_min_pairs(G) (request, KV head) pairs a launch:
---quantspec-verify-kernel). A 128-token page runs as two 64-token sub-pages (``SUB`` = 2, ``_sub_page``) that share
-its key scales: the same tile, splits and groups at whole pages, the page scores reduced over both sub-pages.
+sm_90+, Triton 3.6; the launch rules: ``gluon_rules.py``). A 128-token page runs as two 64-token sub-pages (``SUB``
+= 2, ``_sub_page``) that share its key scales: the same tile, splits and groups at whole pages, the page scores
+reduced over both sub-pages.
 
-Why (bench/NOTES_kernels.md, sessions 7 and 22): the Triton verify kernel spends ~3600 warp-instructions and ~17
-CTA barriers a (page, KV head), most of them layout round trips through shared memory around its wgmma tiles. The
-one-warp draft design (sgl_spec/kernels/draft_decode/gluon_pages.py) does not carry over as is: with γ+1 rows of G heads (up to 32
-MMA columns) an INT8 page (16 KB) and an O^T accumulator for 128 channels do not fit one warp's registers. So a
-program is **four warps and one split of one (request, KV head)**, and pages go in groups of four
-(sgl_spec/kernels/verify_attention/gluon_frags.py holds the operand conversions):
+A program is **four warps and one split of one (request, KV head)**; pages go in groups of four (``gluon_frags.py``
+holds the operand conversions, ``gluon_rows.py`` the column-side work; why this shape: docs/KERNELS.md):
 
 * **scores, one page a warp.** Warp w converts the keys of page w of the group (both planes, byte-wise INT8 asm with
   the page's s/16 and z' = z + 7.53125 s) straight into the ``mma.sync.m16n8k16`` A fragment, 32 channels at a time
@@ -17,30 +13,27 @@ program is **four warps and one split of one (request, KV head)**, and pages go 
   17..24 rows as two tiles of 16 + 8 columns on the same converted keys and values, ``row_tiles``);
 * **one softmax step a group.** The group's maximum per row (raw q·k; the four page maxima through shared memory,
   one barrier) rescales the running sums once per four pages; each warp writes its page's ``p' = p s_v`` (fp16, the
-  value scale folded in, as the Triton kernel does) to shared memory and keeps its own running row sums ``l`` and
-  value-zero terms ``Σ p (z_v + 7.53125 s_v)``, each lane over its own rows (``LANE``: reduced over lanes and warps
-  once after the loop; session 42, ``verify_gluon_rules.LANE_SUMS``);
+  value scale folded in, as the Triton kernel does) to shared memory and keeps running row sums ``l`` and
+  value-zero terms ``Σ p (z_v + 7.53125 s_v)``, each lane over its own rows (reduced over lanes and warps once
+  after the loop, ``_probs``);
 * **values, one channel slab a warp.** Warp w reads, for each page of the group, the 16-bit halves of the value
   words holding its 32 channels (two tokens' halves make the V^T A fragment's token pairs, exact centred codes
   c - 128) and accumulates ``O^T [32 channels, N] += V^T p'^T``: N fp32 registers a lane instead of 4 N.
 
 Pages move by ``cp.async`` into single shared-memory buffers (keys + scales 36 KB, values 32 KB, ~92 KB a program,
 two programs an SM), a phase ahead: a group's keys while the previous group's values are read, its values while its
-scores are computed (four barriers a group). Keeping the keys in registers instead (loaded a phase ahead, values and
-scales double-buffered, two barriers a group) measured the same or slower (bench/results/s22/dev_variants).
+scores are computed (four barriers a group).
 
 The partials (m, l, unnormalized acc) are those of the Triton kernel, at partial index 1 + split of the same page
-partition, so the Triton ring program (split 0) and the Triton merge (sgl_spec/kernels/verify_attention/merge.py) are reused unchanged.
-Where the launch need not be batch-invariant (verify_attention.gluon_ring_rule) the ring split is instead a Gluon
-launch of its own after this one (sgl_spec/kernels/verify_attention/gluon_ring.py), writing partial 0 the same way.
+partition, so the ring split (``gluon_ring.py``, or the Triton stage 1's split 0) and the Triton merge (``merge.py``)
+are reused unchanged. The page launch runs first: it waits for the stream and releases the ring launch at its start.
 The page scores of kind "max" are stored by the page programs themselves (``direct_scores``), from the page maxima
 in ``mx`` after the values; kind "lse" stores RAW page log-sum-exps that the merge's score programs reduce. Where
-G >= 4 (``slim_form``) the window's row tensors are recomputed where used, so fewer values stay live through the
-loop (scores on: +1.3-1.5% over scores off from batch 8, H100, bench/results/s25/ab_direct).
+``slim_form`` says so the window's row tensors are recomputed where used, so fewer values stay live through the
+loop.
 
-The page loop (``_page_loop``) is also the compute partition of the copy-warp form (sgl_spec/kernels/verify_attention/gluon_copy_warp.py,
-``WS``): there a warp of its own fills the same buffers by TMA and the loop waits on mbarriers instead of cp.async
-groups (sm_90 SASS of this kernel unchanged by the split, instruction for instruction).
+The page loop (``_page_loop``) is also the compute partition of the copy-warp form (``gluon_copy_warp.py``, ``WS``):
+there a warp of its own fills the same buffers by TMA and the loop waits on mbarriers instead of cp.async groups.
 """
 from __future__ import annotations
 
@@ -53,10 +46,11 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
 from sgl_spec.kernels.verify_attention.gluon_frags import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
-from sgl_spec.kernels.verify_attention.gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, lane_sums, row_tiles,
-                                                slim_form, value_branches)
-from sgl_spec.kernels.verify_attention.gluon_rows import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages, _row_sums,
-                                               _store_partial, _store_raw, _store_raw_mx, _store_scores_mx)
+from sgl_spec.kernels.verify_attention.gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, row_tiles, slim_form,
+                                                           value_branches)
+from sgl_spec.kernels.verify_attention.gluon_frags import _per_lane
+from sgl_spec.kernels.verify_attention.gluon_rows import (_group_max, _mask, _page_max, _probs, _q_tile, _row_pages,
+                                                          _store_partial, _store_raw, _store_scores_mx)
 
 # ---- copy and shared-memory layouts (4 warps) ---------------------------------------------------------------------
 CPK = gl.constexpr(gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[8, 4], warps_per_cta=[4, 1],
@@ -81,12 +75,9 @@ def _verify_pages_kernel(
     m_ptr, l_ptr, acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale,
     qk_scale, NQ, HQ, S1, C, NS, ra, rb, n_front, lo_r, hi_r,
     G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr, PDL: gl.constexpr = False,
-    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, DIRECT: gl.constexpr = False, FIRST: gl.constexpr = False,
-    SUB: gl.constexpr = 1, BR: gl.constexpr = False, LANE: gl.constexpr = False,
+    SLIM: gl.constexpr = False, N2: gl.constexpr = 0, SUB: gl.constexpr = 1, BR: gl.constexpr = False,
 ):
-    _pdl_start(PDL, FIRST)
-    # max-kind scores of sub-pages go through DIRECT (its store takes the max over a page's sub-pages); RAW holds pages
-    gl.static_assert(SUB == 1 or DIRECT or SCORE_LSE or not HAS_SCORES, "P = 128: max scores need DIRECT")
+    _pdl_start(PDL)
     s, h, b, q_start, j0, j1, n_req = _split(qs_ptr, NQ, C, NS, SUB)
     if j0 < n_req:
         n_c, own_a, own_b = _row_pages(q_start, NQ, ra, rb, n_front, lo_r, hi_r, G, N, N2, SLIM, SUB)
@@ -109,24 +100,15 @@ def _verify_pages_kernel(
                    ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
                    pt_ptr + b * s_pb, s_pj, 0, 0, 0, 0, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
                    acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb,
-                   n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, DIRECT, SUB, BR, False, LANE)
-    _pdl_end(PDL, FIRST)
+                   n_front, lo_r, hi_r, G, N, HAS_SCORES, SCORE_LSE, SLIM, N2, SUB, BR, False)
 
 
 @gluon.jit
-def _pdl_start(PDL: gl.constexpr, FIRST: gl.constexpr):
-    """Launched before the ring launch (FIRST): wait for the stream, then let the ring launch start."""
-    if PDL and FIRST:
+def _pdl_start(PDL: gl.constexpr):
+    """The page launch runs before the ring launch: wait for the stream, then let the ring launch start."""
+    if PDL:
         gl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; // dummy $0", "=r", [],
                                   dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _pdl_end(PDL: gl.constexpr, FIRST: gl.constexpr):
-    """Launched after the ring launch, which let it start early: end after it (the merge waits for this launch)."""
-    if PDL and not FIRST:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False,
-                                  pack=1)
 
 
 @gluon.jit
@@ -141,7 +123,7 @@ def _split(qs_ptr, NQ, C, NS, SUB: gl.constexpr):
     q_start = gl.load(qs_ptr + b)
     PT: gl.constexpr = 64 * SUB  # tokens a page
     n_req = (q_start + NQ - 1) // PT * SUB  # INT8 (sub-)pages the window needs
-    Cb = gl.maximum(C, (q_start // PT + NS) // NS) * SUB  # verify_splits._split_pages, in sub-pages
+    Cb = gl.maximum(C, (q_start // PT + NS) // NS) * SUB  # splits._split_pages, in sub-pages
     j0 = s * Cb
     return s, h, b, q_start, j0, gl.minimum(j0 + Cb, n_req), n_req
 
@@ -173,14 +155,12 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
                acc_ptr, raw_ptr, s_rb, s_rh, sc_ptr, s_cb, s_ch, s_cj, sm_scale, qk_scale, NQ, HQ, S1, ra, rb, n_front,
                lo_r, hi_r,
                G: gl.constexpr, N: gl.constexpr, HAS_SCORES: gl.constexpr, SCORE_LSE: gl.constexpr,
-               SLIM: gl.constexpr, N2: gl.constexpr, DIRECT: gl.constexpr, SUB: gl.constexpr, BR: gl.constexpr,
-               WS: gl.constexpr, LANE: gl.constexpr = False):
+               SLIM: gl.constexpr, N2: gl.constexpr, SUB: gl.constexpr, BR: gl.constexpr, WS: gl.constexpr):
     """A program's pages j0 .. j1 - 1 of (request b, KV head h) in groups of four, then its partials at index 1 + s
     (n_c, own_a, own_b: the rows' columns and own pages, computed by the caller before its q^T tiles).
     The buffers' bytes come by cp.async from these four warps (WS False: the copy helpers below, the pointer
     arguments used), or (WS True: the compute partition of sgl_spec/kernels/verify_attention/gluon_copy_warp.py, the pointer arguments
-    unused) from the copy warp's TMA copies, waited for on kfull / vfull and handed back on kempty / vempty.
-    LANE: the running sums l and z per lane (``verify_gluon_rules.LANE_SUMS``, ``_probs``)."""
+    unused) from the copy warp's TMA copies, waited for on kfull / vfull and handed back on kempty / vempty."""
     n_scored = q_start // (64 * SUB) * SUB
     # ---- index tensors -------------------------------------------------------------------------------------------
     if not WS:
@@ -196,20 +176,20 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
     m_run = gl.full([N], -1.0e30, gl.float32, layout=COLS)
     acc = gl.zeros([128, N], gl.float32, layout=MMA)
     zero_s = gl.zeros([256, N], gl.float32, layout=MMA)
-    l_w = _row_sums(zero_s, LANE)  # running sums: [4 w, N] per warp (warp w: the group's page w), or per lane
-    z_w = _row_sums(zero_s, LANE)
+    l_w = _per_lane(zero_s)  # running sums per lane [4 w, 8 g, N] (warp w: the group's page w)
+    z_w = _per_lane(zero_s)
     if N2 > 0:  # tile B's state (N2 = 0: nothing of it exists, so nothing more is carried through the loop)
         m_run_b = gl.full([N2], -1.0e30, gl.float32, layout=COLS)
         acc_b = gl.zeros([128, N2], gl.float32, layout=MMA)
         zero_b = gl.zeros([256, N2], gl.float32, layout=MMA)
-        l_wb = _row_sums(zero_b, LANE)
-        z_wb = _row_sums(zero_b, LANE)
+        l_wb = _per_lane(zero_b)
+        z_wb = _per_lane(zero_b)
     else:
         zero_b = zero_s
 
     # keys (+ scales) in shared memory by cp.async a phase ahead: a group's keys during the previous group's
-    # values, its values during its own scores (single buffers: 96 KB, two programs an SM). Issuing the keys
-    # at the page-maxima barrier instead was 5% slower (H100, 128k x 8). WS: the copy warp's TMA copies instead
+    # values, its values during its own scores (single buffers: 96 KB, two programs an SM). WS: the copy warp's
+    # TMA copies instead
     # (sgl_spec/kernels/verify_attention/gluon_copy_warp.py), which take the key buffers back at the page-maxima barrier
     if not WS:
         _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr,
@@ -235,8 +215,6 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
                 sc_b = _mask(sc_b, r_j, j1, n_scored, own_b, N + gl.arange(0, N2, layout=COLS), q_start, NQ, ra,
                              rb, n_front, lo_r, hi_r, G, SLIM, SUB)
         cm4 = _page_max(sc)  # [4 w, N]
-        if HAS_SCORES and not SCORE_LSE and not SLIM and not DIRECT:  # a score row's raw max over the page
-            _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, cm4, gl.minimum(n_scored, j1), n_front, G, N)
         mx.store(cm4)
         if N2 > 0:
             mx_b.store(_page_max(sc_b))
@@ -250,11 +228,11 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
                 ps4 = gl.sum(gl.reshape(ps4, [4 // SUB, SUB, N]), 1)
             lse = gl.convert_layout(m_new, gl.SliceLayout(0, ps4.type.layout))[None, :] + gl.log2(ps4) / qk_scale
             _store_raw(raw_ptr, s_rb, s_rh, b, h, jb // SUB, lse, gl.minimum(n_scored, j1) // SUB, n_front, G, N)
-        l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w, LANE)
+        l_w, z_w = _probs(p, alpha, vs, vz, psm, l_w, z_w)
         m_run = m_new
         if N2 > 0:
             m_run_b, alpha_b, p_b = _group_max(sc_b, m_run_b, mx_b, qk_scale)
-            l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb, LANE)
+            l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
         if WS:
             mbarrier.wait(vfull, ph)  # this group's values
             gl.thread_barrier()  # p' visible
@@ -268,11 +246,8 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
             acc, acc_b = _values(acc, alpha, acc_b, alpha_b, vsm_u, vsm_l, psm, psm_b, N2, jb, j1, BR)
         else:
             acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2, jb, j1, BR)
-        if HAS_SCORES and not SCORE_LSE and (SLIM or DIRECT):  # page maxima, in mx until the next group's barrier
-            if DIRECT:  # the page scores themselves (no RAW, no score programs in the merge)
-                _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
-            else:
-                _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G, N)
+        if HAS_SCORES and not SCORE_LSE:  # the page scores from the page maxima, in mx until the next group's barrier
+            _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
         gl.thread_barrier()  # p' and the value buffers free
         if WS:
             mbarrier.arrive(vempty)
@@ -284,17 +259,17 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
 
     # ---- partials (m, l, unnormalized acc) at index 1 + s, physical channel order --------------------------------
     _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb, n_front,
-                   lo_r, hi_r, G, LANE)
+                   lo_r, hi_r, G)
     if N2 > 0:
         _store_partial(acc_b, m_run_b, l_wb, z_wb, N + gl.arange(0, N2, layout=COLS), m_ptr, l_ptr, acc_ptr, b, h,
-                       s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G, LANE)
+                       s, qk_scale, NQ, HQ, S1, ra, rb, n_front, lo_r, hi_r, G)
 
 
 @gluon.jit
 def _values(acc, alpha, acc_b, alpha_b, vub, vlb, psm, psm_b, N2: gl.constexpr, jb, j1, BR: gl.constexpr):
     """O^T [128, N] = alpha O^T + V^T p'^T over the group's four pages (and tile B's [128, N2]); warp w owns 32
     channels; each page's V^T fragment is converted once for both tiles. BR: each page behind a branch of its own,
-    pages past the split (p' = 0) skipped (verify_gluon_rules.value_branches says in which forms)."""
+    pages past the split (p' = 0) skipped (``value_branches`` says in which forms)."""
     acc = acc * alpha[None, :]
     if N2 > 0:
         acc_b = acc_b * alpha_b[None, :]
@@ -362,26 +337,26 @@ def _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr, ks_ptr, kz_ptr,
 
 
 def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra, rb,
-                 has_scores, score_lse, scores=None, sm_scale=1.0, first=False):
-    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B).
-    ``scores`` given (``direct_scores``): the page scores are stored here, else RAW for the merge. ``first``: launched
-    before the ring launch (Triton, verify_attention.RING_ORDER "last", or Gluon, sgl_spec/kernels/verify_attention/gluon_ring.py),
-    which it lets start at once; else after it. Where ``verify_gluon_rules.copy_warp_form`` says so, the copy-warp
-    form (sgl_spec/kernels/verify_attention/gluon_copy_warp.py) runs instead, with the same partials and scores."""
+                 has_scores, score_lse, scores=None, sm_scale=1.0):
+    """The page splits 1..NS of ``verify_attention`` (its checks done, its partials allocated): grid (NS, Hkv, B),
+    before the ring launch, which it lets start at once. ``scores`` given (score kind "max", ``direct_scores``): the
+    page scores are stored here, else RAW for the merge. Where ``copy_warp_form`` says so, the copy-warp form
+    (``gluon_copy_warp.py``) runs instead, with the same partials and scores."""
     from sgl_spec.kernels.common.pdl import pdl_kwargs
 
     B, NQ, Hq, _ = q.shape
     Hkv, P = store.k_upper.shape[1:3]
     G = Hq // Hkv
-    if copy_warp_form(G):  # the same programs with a copy warp (sgl_spec/kernels/verify_attention/gluon_copy_warp.py)
+    assert scores is not None or not has_scores or score_lse, "score kind 'max': the page programs store the scores"
+    if copy_warp_form(G):  # the same programs with a copy warp
         from sgl_spec.kernels.verify_attention import gluon_copy_warp as ws
 
         if ws.copy_warp_supported(words, ks32, kz32, store.v_scale, store.v_zero):
             return ws.launch_pages_ws(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale,
-                                      S1, C, NS, ra, rb, has_scores, score_lse, scores, sm_scale, first)
+                                      S1, C, NS, ra, rb, has_scores, score_lse, scores, sm_scale)
     vu16, vl16 = words[2].view(torch.int16), words[3].view(torch.int16)  # value planes read as 16-bit halves
     n1, n2 = row_tiles(NQ * G, G)
-    sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without DIRECT
+    sc = scores if scores is not None else pm.view(-1)[:1].view(1, 1, 1)  # dummy, never written without scores
     _verify_pages_kernel[(NS, Hkv, B)](
         q, q.stride(0), q.stride(1), q.stride(2),
         words[0], words[1], vu16, vl16, words[0].stride(0), words[0].stride(1),
@@ -392,7 +367,6 @@ def launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc,
         sc, sc.stride(0), sc.stride(1), sc.stride(2), float(sm_scale),
         qk_scale, NQ, Hq, S1, C, NS, ra, rb, 1 if ra == rb else 2, min(ra, rb), max(ra, rb),
         G=G, N=n1, N2=n2, HAS_SCORES=bool(has_scores), SCORE_LSE=bool(score_lse), SLIM=slim_form(G),
-        DIRECT=scores is not None, FIRST=bool(first), SUB=P // GLUON_PAGE_SIZE,
-        BR=value_branches(G, n1, n2, has_scores), LANE=lane_sums(),
+        SUB=P // GLUON_PAGE_SIZE, BR=value_branches(G, n1, n2, has_scores),
         num_warps=NUM_WARPS, **pdl_kwargs(q.device),
     )

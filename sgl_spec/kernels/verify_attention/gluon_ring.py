@@ -1,21 +1,19 @@
-"""The ring split of ``verify_attention`` as a Gluon launch of its own (``gluon_ring``): the window's full-precision
-ring pages (<= 2 pages of P tokens: split 0 of the Triton stage 1, sgl_spec/kernels/verify_attention/triton_stage1.py) for each (request, KV
-head), written as partial index 0 exactly where the Triton ring launch writes it, so the merge is unchanged.
+"""The ring split of ``verify_attention`` as a Gluon launch of its own: the window's full-precision ring pages (<= 2
+pages of P tokens: split 0 of the Triton stage 1, ``triton_stage1.py``) for each (request, KV head), written as
+partial index 0 exactly where the Triton ring launch writes it, so the merge is unchanged.
 
-Where: launched right after the Gluon page launch (sgl_spec/kernels/verify_attention/gluon_pages.py), which lets it start at once (PDL);
-it reads only q, the ring and q_start, which the page launch waited for, and ends after the page launch (the merge
-follows it). At batch 1 its programs take the SM slots the page launch leaves free and run beside the page programs;
-at larger batches they take slots as page programs end (verify_attention.gluon_ring_rule: every batch of a launch
-that need not be batch-invariant).
+Where: launched right after the Gluon page launch (``gluon_pages.py``), which lets it start at once (PDL); it reads
+only q, the ring and q_start, which the page launch waited for, and ends after the page launch (the merge follows
+it). At batch 1 its programs take the SM slots the page launch leaves free and run beside the page programs; at
+larger batches they take slots as page programs end (``triton.gluon_ring_rule``: every batch of a launch that need
+not be batch-invariant).
 
-Why its own launch (bench/NOTES_kernels.md, sessions 30-31; H100, batch 1): the Triton ring launch computes the ring
-in tf32 dots that sat on the critical path at short contexts (8k x 1 30 µs against 22 µs here). Session 30 ran this
-program as one more program of the page launch instead, which saved that launch, but its code in the page kernel
-changed how ptxas scheduled the page loop: 3-8 µs slower at 128k-256k in the 32-column form, 1-1.5 µs at P = 128,
-even with its work skipped at run time. As its own launch the page kernel is the one without ring code.
+Why its own launch: the Triton ring launch computes the ring in tf32 dots, which sat on the critical path at short
+contexts; as one more program of the page launch, its code changed how ptxas scheduled the page loop (slower at
+long contexts even with its work skipped at run time), so the page kernel stays the one without ring code.
 
 A program is four warps. The window's columns are those of the page programs (score rows first,
-``verify_rows_gluon._window_row``), all NT = NQ * G of them (padded to a power of two) in one tile. Per 64-token
+``gluon_rows._window_row``), all NT = NQ * G of them (padded to a power of two) in one tile. Per 64-token
 chunk of the ring: K and V (the ring dtype) into shared memory, ``S^T [64 tokens, NT] = K q^T`` (16-bit operands,
 fp32 sums: the products are exact, as the Triton ring's tf32 ones are), a column sees tokens of its own page up to
 its position, online softmax in log2 units, ``O^T [128, NT] += V^T p^T`` with p as two 16-bit terms (p = hi + lo,
@@ -122,7 +120,7 @@ def _verify_ring_kernel(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, 
 
 def launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, qk_scale, S1, ra, rb):
     """Partial 0 of ``verify_attention``'s Gluon engine (its checks done, its partials allocated), launched right
-    after the page launch with ``first=True``: grid (Hkv, B)."""
+    after the page launch, which released it at its start: grid (Hkv, B)."""
     from sgl_spec.kernels.common.pdl import pdl_kwargs
     from sgl_spec.kernels.verify_attention.gluon_rules import NUM_WARPS, _rows_tile
 

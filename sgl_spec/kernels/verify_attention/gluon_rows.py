@@ -1,15 +1,14 @@
-"""The window's rows as the MMA columns of the Gluon verify page programs (sgl_spec/kernels/verify_attention/gluon_pages.py): which
-window row and query head a column holds (score rows first, the Triton kernel's order), q^T tiles, the causal masks
-of a split's last group, the softmax step's p' and running sums of one column tile, and the stores of partials and
-RAW page scores. Split out of verify_pages_gluon.py (one tile's column-side work; the page side, the loop and the
-launch rules stay there)."""
+"""The window's rows as the MMA columns of the Gluon verify page programs (``gluon_pages.py``): which window row and
+query head a column holds (score rows first, the Triton kernel's order), q^T tiles, the causal masks of a split's
+last group, the softmax step's p' and running sums of one column tile, and the stores of partials, RAW page values
+and page scores (one tile's column-side work; the page side and the loop are in ``gluon_pages.py``)."""
 from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from sgl_spec.kernels.draft_decode.gluon_pages import _key_channel
-from sgl_spec.kernels.verify_attention.gluon_frags import COLS, ROWS, _mx_layout, _per_lane, _per_warp, _value_row_channel
+from sgl_spec.kernels.verify_attention.gluon_frags import COLS, ROWS, _mx_layout, _per_lane, _value_row_channel
 
 
 @gluon.jit
@@ -51,7 +50,7 @@ def _row_pages(q_start, NQ, ra, rb, n_front, lo_r, hi_r, G: gl.constexpr, N: gl.
     """Rows (MMA columns): n = slot * G + g; slots ra, rb first (the Triton kernel's order). Columns 0..N-1 are tile
     A, N..N+N2-1 tile B (``row_tiles``: 20 rows as 16 + 8 instead of 32) -> (tile A's columns, each column's own
     page for tile A and tile B). SLIM: the own pages are computed in the loop's masking branch instead of kept live
-    through it (the loop runs at the 255-register cap; slim_form says where each form measured faster)."""
+    through it (the loop runs at the 255-register cap; ``slim_form`` says for which G)."""
     n_c = gl.arange(0, N, layout=COLS)
     if SLIM:
         own_a = q_start  # unused: the masking branch computes the rows' own pages
@@ -93,49 +92,34 @@ def _group_max(sc, m_run, mx, qk_scale):
 
 
 @gluon.jit
-def _row_sums(x, LANE: gl.constexpr):
-    """[256, N] -> ``_probs``' running-sum shape: per warp [4 w, N], or per lane [4 w, 8 g, N] (LANE)."""
-    if LANE:
-        return _per_lane(x)
-    else:
-        return _per_warp(x)
-
-
-@gluon.jit
-def _probs(p, alpha, vs, vz, psm, l_w, z_w, LANE: gl.constexpr = False):
+def _probs(p, alpha, vs, vz, psm, l_w, z_w):
     """p' = p s_v (fp16) into shared memory (page * 64 + token rows) and the running row sums l and
-    Σ p (z_v + 7.53125 s_v), rescaled by alpha: per warp (the lanes' sums reduced every group), or per lane (LANE:
-    each lane's own rows only, the lanes reduced once in ``_store_partial``; 36 shuffles and as many adds less a
-    group at 16 + 8 columns, sm_90 SASS)."""
+    Σ p (z_v + 7.53125 s_v), rescaled by alpha, per lane [4 w, 8 g, N] (``_per_lane``: each lane's own rows only,
+    reduced over lanes and warps once in ``_store_partial``, not every group)."""
     NT: gl.constexpr = p.shape[1]
     vsf = vs.to(gl.float32)
     vzf = (vz.to(gl.float32) + 7.53125 * vsf)[:, None]
-    if LANE:
-        a4 = gl.convert_layout(alpha, gl.SliceLayout(0, gl.SliceLayout(1, l_w.type.layout)))[None, None, :]
-    else:
-        a4 = gl.convert_layout(alpha, gl.SliceLayout(0, l_w.type.layout))[None, :]
-    l_w = l_w * a4 + _row_sums(p, LANE)
-    z_w = z_w * a4 + _row_sums(p * vzf, LANE)
+    a4 = gl.convert_layout(alpha, gl.SliceLayout(0, gl.SliceLayout(1, l_w.type.layout)))[None, None, :]
+    l_w = l_w * a4 + _per_lane(p)
+    z_w = z_w * a4 + _per_lane(p * vzf)
     p16 = (p * vsf[:, None]).to(gl.float16)
     psm.store(gl.reshape(gl.permute(gl.reshape(p16, [4, 4, 16, NT]), [1, 0, 2, 3]), [256, NT]))
     return l_w, z_w
 
 
 @gluon.jit
-def _col_total(x, LANE: gl.constexpr):
-    """``_probs``' running sums -> one sum a column [N] (COLS)."""
-    if LANE:  # the lanes first (shuffles), then the warps (through shared memory: a quarter of the data)
-        return gl.convert_layout(gl.sum(gl.sum(x, 1), 0), COLS)
-    else:
-        return gl.convert_layout(gl.sum(x, 0), COLS)
+def _col_total(x):
+    """``_probs``' per-lane running sums -> one sum a column [N] (COLS): the lanes first (shuffles), then the warps
+    (through shared memory: a quarter of the data)."""
+    return gl.convert_layout(gl.sum(gl.sum(x, 1), 0), COLS)
 
 
 @gluon.jit
 def _store_partial(acc, m_run, l_w, z_w, n_c, m_ptr, l_ptr, acc_ptr, b, h, s, qk_scale, NQ, HQ, S1, ra, rb,
-                   n_front, lo_r, hi_r, G: gl.constexpr, LANE: gl.constexpr = False):
+                   n_front, lo_r, hi_r, G: gl.constexpr):
     """One tile's partial (m, l, unnormalized acc) of the columns n_c at partial index 1 + split."""
-    l_r = _col_total(l_w, LANE)
-    z_r = _col_total(z_w, LANE)
+    l_r = _col_total(l_w)
+    z_r = _col_total(z_w)
     o = acc * 0.0625 + z_r[None, :]
     i_c, row_ok = _window_row(n_c // G, NQ, ra, rb, n_front, lo_r, hi_r)
     hq = h * G + n_c % G
@@ -164,32 +148,14 @@ def _store_raw(raw_ptr, s_rb, s_rh, b, h, jb, val, lim, n_front, G: gl.constexpr
 
 
 @gluon.jit
-def _store_raw_mx(raw_ptr, s_rb, s_rh, jb, mx, n_scored, j1, G: gl.constexpr, N: gl.constexpr):
-    """RAW scores (each score row's max over a page's tokens) of the group's pages jb + w (< n_scored, < j1) from
-    the page maxima in shared memory ``mx`` [4 w, N], one element a thread, after the values: stored from the
-    softmax's registers before the page-maxima barrier instead (session 22), scores cost 7.5% (H100, 128k x 8).
-    Nothing loop-invariant is derived here (program ids read again, page bounds compared separately, a constexpr
-    column bound), so no extra value stays live through the loop at the 255-register cap."""
-    K: gl.constexpr = _score_cols(G, N)
-    L: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32 // K, K], warps_per_cta=[4, 1],
-                                       order=[1, 0])
-    val = mx.slice(0, K, dim=1).load(L)
-    w = gl.arange(0, 4, layout=gl.SliceLayout(1, L))
-    n = gl.arange(0, K, layout=gl.SliceLayout(0, L))
-    at = (raw_ptr + _ctaid("z").to(gl.int64) * s_rb + _ctaid("y") * s_rh + (jb + w).to(gl.int64)[:, None] * (2 * G)
-          + n[None, :])
-    # columns G..2G hold a non-score row when the two score rows are one (n_front = 1); the merge does not read them
-    gl.store(at, val, mask=(((jb + w) < n_scored) & ((jb + w) < j1))[:, None] & (n < 2 * G)[None, :])
-
-
-@gluon.jit
 def _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G: gl.constexpr,
                      N: gl.constexpr, SUB: gl.constexpr = 1):
     """The page scores of the group's pages jb + w (< n_scored, < j1) from the page maxima in ``mx`` [4 w, N]:
     sm_scale * sum over the G heads of the max over the score rows (columns g and G + g; one row when n_front = 1),
     as the merge's ``_score_tile`` computes them from RAW (the G-term sum in another order: equal within fp32
     rounding). One [4, 2G] load, then registers only: per-column loads hoisted their addresses out of the page loop
-    and spilled (12 reloads a group against 1). Program ids read again as in ``_store_raw_mx``."""
+    and spilled. Nothing loop-invariant is derived here (program ids read again, ``_ctaid``; page bounds compared
+    separately; a constexpr column bound), so no extra value stays live through the loop at the 255-register cap."""
     K: gl.constexpr = _score_cols(G, N)
     L: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[32 // K, K], warps_per_cta=[4, 1],
                                        order=[1, 0])

@@ -1,4 +1,4 @@
-"""Stage 2 of ``verify_attention`` (sgl_spec/kernels/verify_attention/triton.py): merge the per-split partials of every row, and
+"""Stage 2 of ``verify_attention`` (``triton.py``): merge the per-split partials of every row, and
 (in extra programs of the same launch) reduce the score rows' raw per-page column maxima to the page scores.
 """
 from __future__ import annotations
@@ -18,8 +18,7 @@ def _score_tile(RAW, SCORES, t, b, q_start, n_front, sm_scale, HKV, MAXP, sr_b, 
     max (score kind "max": raw column maxima) or the log-add-exp (kind "lse": raw page log-sum-exps) over the score
     rows (slot 0, and slot 1 when the two rows differ), in sm_scale units. Pages j >= q_start // P are never written
     (as in the reference). VEC (G a power of two): each (head, page)'s 2G contiguous values as one row of a
-    [BLOCK_SJ, 2G] tile, so the loads coalesce; else one strided load a column (H100, Llama-3-8B batch 8: the
-    score programs then took 8-19 µs after the page programs, bench/results/s25/prof)."""
+    [BLOCK_SJ, 2G] tile, so the loads coalesce; else one strided load a column."""
     idx = t * BLOCK_SJ + tl.arange(0, BLOCK_SJ)
     hk = idx // MAXP
     jj = idx % MAXP
@@ -101,8 +100,7 @@ def _merge_rows(PM, PL, PACC, QSTART, OUT, pid0, NQ, HQ, S1, C, NS, so_b, so_n, 
     d = tl.arange(0, BLOCK_D)
     if ONE_STEP:  # S1 <= BLOCK_S: every load issued before the first reduction (one round trip, not three or more)
         # the loads are masked by S1 (an argument), not by n_used, so they do not wait for the q_start load; the
-        # partials stage 1 did not write (garbage) are replaced after, by the values masked loads would give (H100,
-        # batch 1: 0.3-1.0 µs less, bench/results/s26/ab_merge)
+        # partials stage 1 did not write (garbage) are replaced after, by the values masked loads would give
         ld = h_ok[:, None] & (so < S1)[None, :]
         at = row[:, None] + so[None, :]  # [BLOCK_H, BLOCK_S]
         mv = tl.load(PM + at, mask=ld, other=float("-inf"))

@@ -32,8 +32,9 @@ def default_score_rows(nq: int, score_rows=None) -> tuple[int, int]:
 
 
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, score_kind="max", batch_invariant=True):
-    # batch_invariant (the Triton kernel's page partition) changes nothing here: one exact pass over all pages
+                     out=None, score_kind="max", batch_invariant=True, engine=None, launch=None):
+    # batch_invariant, engine and launch (the GPU kernels' partition, engine and geometry) change nothing here: one
+    # exact pass over all pages
     B, NQ, Hq, D = q.shape
     _, Hkv, P, _ = store.k_upper.shape
     G = Hq // Hkv

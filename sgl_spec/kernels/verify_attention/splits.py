@@ -1,11 +1,11 @@
-"""How ``verify_attention`` (sgl_spec/kernels/verify_attention/triton.py) cuts each request's pages into split-KV programs.
+"""How ``verify_attention`` (``triton.py``) cuts each request's pages into split-KV programs.
 
-Two partitions (the module docstring of verify_stage1.py says what each guarantees):
+Two partitions (``triton_stage1.py``'s module docstring says what each guarantees):
 * ``pages_per_split``: batch-invariant (``--enable-deterministic-inference``): pages per split ``C`` from Hkv, MAXP and
   the SM count only, never B or NQ.
 * ``splits_for_batch``: the server's default: a split count per request that follows B (the kernel then cuts each
   request's own pages into that many near-equal splits of at least ``C`` pages).
-Measurements: bench/results/dev_kernels_splits.log, bench/NOTES_kernels.md.
+Figures: docs/KERNELS.md, "verify_attention".
 """
 from __future__ import annotations
 
@@ -61,19 +61,14 @@ def pages_per_split(num_kv_heads: int, max_pages: int, page_size: int, device, p
 def splits_for_batch(programs_per_split: int, max_splits: int, device, programs_per_sm=None,
                      ring_in_grid: bool | None = True) -> int:
     """Page splits per (request, row block, KV head) for ``batch_invariant=False``, with ``programs_per_split`` =
-    B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of all the programs,
-    the hot-split programs included (B * Hkv * RB * (n + 1)), the cheapest waves / n wins; more waves must win by
-    SPLIT_SLACK_BATCH. Measured (H200, bench/results/dev_kernels_splits.log, fixed split counts): pycode-30m 15k x 64,
-    γ+1 = 7: 2-8 splits 240-244 us (this rule: 7) where the batch-invariant partition (60 splits of 4 pages) takes
-    319 us; Llama-3-8B 128k x 1: one wave (the invariant 33 splits; this rule: 32) 155 us, four waves 188 us.
-    ``ring_in_grid=False``: only the B * Hkv * n page programs fill the waves (the Gluon engine's rule in sessions
-    24-25, its ring programs being a launch of their own; H100, Llama-3-8B 128k x 8: 7 splits, 1.7 waves, 840 us; 4
-    or 8 splits 808-812, bench/NOTES_kernels.md session 24). ``ring_in_grid=None`` (the Gluon engine's rule now, its
-    ring launch running beside the page launch): as False, except that the ring programs are counted (as True) where
-    there are at most ``slots // (RING_COUNTED_SPLITS + 1)`` pairs (batch 1 of Llama-3-8B on an H100: 32 splits, one
-    wave with a slot for each ring program, where 33 left them to run after the page programs: 8k x 1 30.6 -> 24.6
-    µs, 16k x 1 34.9 -> 30.9, 256k x 1 212.1 -> 210.3; bench/results/s26/b1); elsewhere the ring programs are a larger
-    share of the slots than the tail they would take."""
+    B * Hkv * RB and S program slots: among split counts n that fill 1..MAX_WAVES whole waves of the programs, the
+    cheapest waves / n wins; more waves must win by SPLIT_SLACK_BATCH (fewer, longer splits amortize a program's
+    prologue and partial). ``ring_in_grid=True`` (the Triton engine, whose ring programs share the grid): the ring
+    programs count (B * Hkv * RB * (n + 1)). ``ring_in_grid=None`` (the Gluon engine, its ring a launch of its own
+    beside the page launch): only the page programs count, except where there are at most ``slots //
+    (RING_COUNTED_SPLITS + 1)`` pairs (``ring_counted``: batch 1 of an 8-KV-head model), where a slot is left for
+    each ring program so that it runs beside the page programs instead of after them; elsewhere the ring programs
+    are a larger share of the slots than the tail they would take."""
     pps = PROGRAMS_PER_SM if programs_per_sm is None else programs_per_sm
     slots = max(1, pps * _num_sms(torch.device(device)))
     bh = max(1, programs_per_split)

@@ -1,16 +1,17 @@
 """Triton ``verify_attention``: INT8-view paged attention for γ+1 query rows with fused page scores.
 
-Semantics: docs/CONTRACTS.md and the pure-torch twin ``verify_attention_ref.py``. Measurements: bench/NOTES_kernels.md.
+Semantics: docs/CONTRACTS.md and the pure-torch twin ``ref.py``; the design rules and their figures: docs/KERNELS.md,
+"verify_attention".
 
-Stage 1 (sgl_spec/kernels/verify_attention/triton_stage1.py), grid ``(Hkv * RB, 1 + S, B)``: split 0 reads the ring (full precision),
-splits ``s >= 1`` the INT8 view of near-equal runs of a request's pages (``batch_invariant``: a partition
-independent of the batch); page scores from the softmax's column maxima of the two score rows.
-With ``engine="gluon"`` the page splits run as sgl_spec/kernels/verify_attention/gluon_pages.py and split 0 as the stage-1 kernel's grid
-``(Hkv * RB, 1, B)``, or (``gluon_ring_rule``: not batch-invariant) as a Gluon launch of its own
-(sgl_spec/kernels/verify_attention/gluon_ring.py).
-Stage 2 (sgl_spec/kernels/verify_attention/merge.py), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials
-(m, l, acc) of the hot split and of the page splits stage 1 wrote (their count follows from q_start and the
-partition; the others are never read); the extra programs reduce the raw score maxima.
+Stage 1 (``triton_stage1.py``), grid ``(Hkv * RB, 1 + S, B)``: split 0 reads the ring (full precision), splits
+``s >= 1`` the INT8 view of near-equal runs of a request's pages (``batch_invariant``: a partition independent of
+the batch); page scores from the softmax's column maxima of the two score rows.
+With ``engine="gluon"`` the page splits run as ``gluon_pages.py`` (launched first), and split 0 as a Gluon launch of
+its own (``gluon_ring.py``; ``gluon_ring_rule``) or, for batch-invariant launches, as the stage-1 kernel's grid
+``(Hkv * RB, 1, B)`` after the page launch.
+Stage 2 (``merge.py``), grid ``(Hq / BLOCK_H + score programs, NQ, B)``: per row, merge the partials (m, l, acc) of
+the ring split and of the page splits stage 1 wrote (their count follows from q_start and the partition; the others
+are never read); the extra programs reduce the raw score values to page scores.
 """
 from __future__ import annotations
 
@@ -24,65 +25,28 @@ from sgl_spec.kernels.common.nibble_words import key_frag_fits
 from sgl_spec.kernels.common.pdl import pdl_kwargs
 from sgl_spec.kernels.verify_attention.merge import _verify_merge_kernel
 from sgl_spec.kernels.verify_attention.triton_stage1 import _verify_attention_kernel
+from sgl_spec.kernels.verify_attention.launch_config import VerifyLaunch
 from sgl_spec.kernels.verify_attention.ref import SCORE_KINDS, default_score_rows
 
 RING = 2
 LOG2E = 1.4426950408889634
+NUM_WARPS = 4  # stage 1: one wgmma warpgroup (M = 64 tokens), register prefetch (num_stages=1)
 MERGE_BLOCK_S = 16  # merge tile: BLOCK_H heads x 16 splits x D, ~8k fp32 (64 registers a thread at 4 warps)
 MERGE_TILE = 8192
 # Up to this many partials a row are merged in one step (BLOCK_S = S1 padded, BLOCK_H = MERGE_TILE // (BLOCK_S D)):
 # every load issued before the first reduction, one round trip instead of three or more (batch 1: 33 splits)
 MERGE_ONE_STEP_MAX = 64
-# Stage-1 GPU launch: 4 warps (one wgmma warpgroup: M = 64 tokens), register prefetch (num_stages=1); MAXNREG caps
-# the registers (None: ptxas's choice, no spills) and must agree with verify_splits.PROGRAMS_PER_SM.
-# PAGES_PER_ITER: 1 or 2.
-NUM_WARPS = 4
-MAXNREG = None
-PAGES_PER_ITER = 1
-# ROWS_AS_M (dev variant ``qa=1|2``): rows as the MMA M dimension (sgl_spec/kernels/verify_attention/triton_pages.py, _rows_page), BLOCK_M >= 64;
-# 1: the halves of D as separate tiles and dots, 2: interleaved into one tile (one dot per operand). 0: off
-ROWS_AS_M = 0
-# KEY_FRAG (``kf``; applies at P = 64, D = 128, 4 warps, pp=1, elsewhere a no-op): keys and Q^T in the wgmma A
-# fragment's channel and token order (nibble_words._key_frag), so the dequantized key tile needs no shared-memory round
-# trip (sm_90 SASS: 8 STS.128 + 8 LDSM and 2 barriers a page fewer). H200, session 8: 5-14% faster than without in
-# Llama-3-8B cells (128k x 1, nq=5: 155.9 -> 137.2 us), 3-8% at pycode-30m batch 32-128, 2% slower at 15k x 1
-# (bench/results/dev_kernels_kf.log), so on by default; key_frag=False turns it off.
-KEY_FRAG = True
 SCORE_BLOCK = 1024  # (head, page) pairs per score program of the merge launch
-SCORE_TILE_VEC = True  # the merge's score programs load [pairs, 2G] tiles (verify_merge._score_tile's VEC)
-# engine="gluon": how the ring launch (split 0, this module's kernel) and the Gluon page launch share the GPU:
-# "early": ring first, releasing the page launch at once (both side by side); "serial": ring first, the page launch
-# when it ends; "last" (default): the page launch first (it waits for the stream, then releases), the ring launch
-# after it without waiting at its start (its programs take SM slots as page programs end), at its end waiting for
-# it. H100, same runs (bench/results/s25/order): "early" left page programs that shared an SM with the ring
-# programs up to ~9 µs behind (s25/prof); "last" is 4-5% faster at Llama-3-8B batch 8 (128k x 8 793 -> 770 µs),
-# 1.5-2.5% at batch 32, 8-26% at batch 1 (128k x 1 133 -> 116 µs) and 8-14% at pycode-30m batch 32 / 64
-RING_ORDER = "last"
-# MAX_BLOCK_ROWS: the widest row tile block_rows picks for a long window when the launch need not be batch-invariant.
-# 32 is the tile Llama-3-8B's G = 4 verify has always used (255 registers, no spills at 4 warps); for pycode-30m's
-# G = 2 it holds γ+1 <= 16 rows in one block, where the G-only tile of 16 rows needs two blocks from γ = 8 on and
-# so reads every page twice (bench/NOTES_kernels.md, "Row tiles for long windows").
+# The widest row tile block_rows picks for a long window when the launch need not be batch-invariant: 32 rows fit
+# 255 registers at 4 warps without spills; for G = 2 it holds γ+1 <= 16 rows in one block, where the G-only tile of
+# 16 rows needs two blocks from γ = 8 on and so reads every page twice.
 MAX_BLOCK_ROWS = 32
 
 
-# engine="gluon", batch_invariant=False (every batch): the ring split runs as a Gluon launch (sgl_spec/kernels/
-# verify_ring_gluon.py) instead of the Triton ring launch: ~16-bit MMAs instead of tf32 dots, which sat on the critical
-# path at short contexts. H100, batch 1, same runs (bench/results/s31/gluon_ring), Triton ring launch / ring as a
-# program of the page launch (session 30) / this: nq 5 P 64 8k 25.0-29.1 / 21.2-22.0 / 22.4-22.8 µs, 256k
-# 209.9-210.1 / 209.6-209.8 / 209.8-210.0; nq 5 P 128 32k 51.1-51.4 / 41.9-42.0 / 41.3-41.7, 128k 111.8-111.9 /
-# 112.6-112.7 / 111.7; nq 8 P 64 8k 29.5 / 23.6 / 24.7, 256k 216.7 / 225.3 / 217.3. Beyond batch 1 (session 32,
-# bench/results/s32/ring_beyond_b1, Triton ring launch / this, µs): Llama-3-8B nq 5 4k x 4 33.6-33.8 / 29.2-29.4,
-# 8k x 2 32.5-34.1 / 28.2-28.4, 16k x 16 P 128 208.5-208.7 / 203.3, 8k x 64 418.8-419.2 / 415.4, 128k x 8 and
-# 256k x 8 equal within 0.2%; nq 8 8k x 32 228.4-229.0 / 223.2-224.9, 128k x 8 equal within the run's noise;
-# pycode-30m (G = 2, nq 13) 4k x 32 51.2-52.1 / 48.4-48.8, 15k x 16 P 128 74.2-75.1 / 71.7. Batch-invariant launches
-# keep the Triton ring split (deterministic inference is not re-measured with this launch).
-GLUON_RING = True
-
-
-def gluon_ring_rule(gluon: bool, batch_invariant: bool, num_splits) -> bool:
-    """Whether the ring split runs as the Gluon launch (GLUON_RING): the Gluon engine at any batch, except
-    batch-invariant launches and the dev form with a fixed split count (which keep the Triton ring launch)."""
-    return gluon and GLUON_RING and not batch_invariant and num_splits is None
+def gluon_ring_rule(gluon: bool, batch_invariant: bool, num_splits=None) -> bool:
+    """Whether the ring split runs as the Gluon launch (``gluon_ring.py``): the Gluon engine at any batch, except
+    batch-invariant launches and a fixed split count (``VerifyLaunch.num_splits``), which keep the Triton ring."""
+    return gluon and not batch_invariant and num_splits is None
 
 
 def merge_block_s(S1: int) -> int:
@@ -105,25 +69,13 @@ def block_rows(group: int, nq: int = 0) -> int:
     return max(base, min(MAX_BLOCK_ROWS, triton.next_power_of_2(nq * group)))
 
 
-def key_frag_on(key_frag, P, DH, num_warps, pp, qa) -> bool:
-    """The kernel's KF: the ``key_frag`` keyword (None: KEY_FRAG) where the tile is the one nibble_words' fragment
-    helpers hard-code, one page an iteration, tokens as the MMA M dimension."""
-    return bool(KEY_FRAG if key_frag is None else key_frag) and key_frag_fits(P, DH, num_warps) and pp == 1 and not qa
-
-
 def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_scale, scores=None, score_rows=None,
-                     out=None, score_kind="max", batch_invariant=True, maxnreg=None, pages_per_iter=None,
-                     num_warps=None, rows_as_m=None, num_splits=None, key_frag=None, block_m=None, engine=None,
-                     gluon_ring=None):
+                     out=None, score_kind="max", batch_invariant=True, engine=None, launch: VerifyLaunch | None = None):
     """See docs/CONTRACTS.md. ``batch_invariant``: the page partition of a row independent of the batch (module
-    docstring). ``maxnreg``, ``pages_per_iter``, ``num_warps``, ``rows_as_m``, ``num_splits`` (keywords, optional)
-    override the module's MAXNREG / PAGES_PER_ITER / NUM_WARPS / ROWS_AS_M and the split rule (dev timing);
-    ``key_frag`` the module's KEY_FRAG; ``block_m`` the row tile (default: block_rows).
-    ``engine="gluon"``: the INT8 page splits run as sgl_spec/kernels/verify_attention/gluon_pages.py (four warps, four pages a step;
-    where verify_gluon_rules.gluon_verify_support says they run), the ring split and the merge as here; the same
-    page partition, so the same partials and scores. None / "triton": this module's kernel. ``gluon_ring`` (Gluon
-    only; None: the GLUON_RING rule): the ring split as a Gluon launch (sgl_spec/kernels/verify_attention/gluon_ring.py) instead of the
-    Triton one."""
+    docstring). ``engine="gluon"``: the INT8 page splits run as ``gluon_pages.py`` (where
+    ``gluon_rules.gluon_verify_shapes`` says they run; the same page partition, so the same partials and scores),
+    the ring split as ``gluon_ring_rule`` says, the merge as here. None / "triton": this module's kernel.
+    ``launch``: a fixed geometry (``VerifyLaunch``; None: the rules)."""
     # ---- checks ----------------------------------------------------------------------------------------------------
     B, NQ, Hq, D = q.shape
     NPAGES, Hkv, P, DH = store.k_upper.shape
@@ -170,20 +122,15 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
             "" if q.is_cuda and not _interpreting() else f"the Gluon verify kernel does not run on {q.device}")
         if why:
             raise ValueError(f"verify_attention: engine='gluon': {why}")
-    nw = NUM_WARPS if num_warps is None else num_warps
-    pp = PAGES_PER_ITER if pages_per_iter is None else pages_per_iter
-    qa = int(ROWS_AS_M if rows_as_m is None else rows_as_m)  # 0 off, 1 on (D in two halves), 2 on (interleaved)
-    assert pp in (1, 2) and nw in (4, 8) and qa in (0, 1, 2), (pp, nw, qa)
-    if qa:  # key scales / zeros read as int64 words (4 channels): 8-byte aligned rows
-        assert all(t.data_ptr() % 8 == 0 and t.stride(0) % 4 == 0 and t.stride(1) % 4 == 0
-                   for t in (store.k_scale, store.k_zero))
+    num_splits = launch.num_splits if launch is not None else None
+    block_m = launch.block_m if launch is not None else None
     # batch-invariant launches keep the G-only tile (a row's arithmetic must not depend on NQ); otherwise a long
     # window fits one row block where it can (block_rows)
     bm = block_rows(G, 0 if batch_invariant else NQ) if block_m is None else int(block_m)
     assert bm >= max(16, 2 * G) and bm & (bm - 1) == 0, (bm, G)  # a dot tile holding both score rows
-    BLOCK_M = max(64, bm) if qa else bm  # QA: a wgmma warpgroup's M of 64 rows
+    BLOCK_M = bm
     RB = triton.cdiv(NQ * G, BLOCK_M)
-    pps = vgr.PROGRAMS_PER_SM if gluon else max(1, splits.PROGRAMS_PER_SM * 4 // nw)
+    pps = vgr.PROGRAMS_PER_SM if gluon else splits.PROGRAMS_PER_SM
     c_min = max(1, splits.MIN_TOKENS_PER_SPLIT // P)
     if num_splits is not None:
         C, NS = c_min, max(1, int(num_splits))
@@ -193,38 +140,29 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
     else:
         C, NS = c_min, splits.splits_for_batch(B * Hkv * (1 if gluon else RB), triton.cdiv(MAXP, c_min), q.device,
                                                pps, ring_in_grid=None if gluon else True)
-    if gluon_ring is None:
-        gluon_ring = gluon_ring_rule(gluon, batch_invariant, num_splits)
-    elif gluon_ring and not gluon:
-        raise ValueError("verify_attention: gluon_ring needs engine='gluon'")
+    gluon_ring = gluon_ring_rule(gluon, batch_invariant, num_splits)
     S1 = 1 + NS  # split 0 = ring, then page splits
     assert S1 < 65536 and B < 65536, "grid axes 1 and 2 are limited to 65535"
     pm = torch.empty((B, NQ, Hq, S1), dtype=torch.float32, device=q.device)
     pl = torch.empty_like(pm)
     pacc = torch.empty((B, NQ, Hq, S1, D), dtype=torch.float32, device=q.device)
     sc = scores if scores is not None else pm  # dummy pointer for the merge, never touched without scores
-    nr = MAXNREG if maxnreg is None else maxnreg
-    direct = gluon and scores is not None and vgr.direct_scores(lse, P)  # the Gluon page programs store the scores
+    direct = gluon and scores is not None and vgr.direct_scores(lse)  # the Gluon page programs store the scores
     raw_on = scores is not None and not direct
     # raw column maxima of the score rows [B, Hkv, MAXP, 2G]; only entries of scored pages are written and read
     raw = torch.empty((B, Hkv, MAXP, 2 * G) if raw_on else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
     # ---- launch ------------------------------------------------------------------------------------------------------
-    order = RING_ORDER if gluon else "early"
     qk_scale = float(sm_scale) * LOG2E  # the logits in log2 units (every launch's partials: m in these units)
-    if gluon:  # the Gluon page splits 1..NS (verify_pages_gluon.launch_pages)
-        def pages(first):
-            vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw,
-                            qk_scale, S1, C, NS, ra, rb, scores is not None, lse,
-                            scores=scores if direct else None, sm_scale=sm_scale, first=first)
-    if gluon_ring:  # the page launch releases the Gluon ring launch at its start
+    if gluon:  # the Gluon page splits 1..NS, first: they wait for the stream and release the ring launch at once
+        vg.launch_pages(q, words, ks32, kz32, store, page_table, q_start, pm, pl, pacc, raw, qk_scale, S1, C, NS, ra,
+                        rb, scores is not None, lse, scores=scores if direct else None, sm_scale=sm_scale)
+    if gluon_ring:
         from sgl_spec.kernels.verify_attention.gluon_ring import launch_ring
 
-        pages(True)
         launch_ring(q, hot_k, hot_v, hot_slot, q_start, pm, pl, pacc, qk_scale, S1, ra, rb)
     else:
-        if gluon and order == "last":
-            pages(True)
-        # Triton stage 1: the ring split and the page splits, or with the Gluon engine the ring split (0) only
+        # Triton stage 1: the ring split and the page splits, or with the Gluon engine the ring split (0) only, its
+        # programs taking SM slots as page programs end (AFTER_PAGES: it waits for the page launch at its end)
         _verify_attention_kernel[(Hkv * RB, 1 if gluon else S1, B)](
             Q=q, KU=words[0], KL=words[1], VU=words[2], VL=words[3], KS=ks32, KZ=kz32, VS=store.v_scale,
             VZ=store.v_zero, PT=page_table, QSTART=q_start, HK=hot_k, HV=hot_v,
@@ -237,13 +175,10 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
             spt_b=page_table.stride(0), spt_j=page_table.stride(1),
             shk_s=hot_k.stride(0), shk_r=hot_k.stride(1), shk_n=hot_k.stride(2), shk_h=hot_k.stride(3),
             sr_b=raw.stride(0), sr_h=raw.stride(1), G=G, P=P, DH=DH, BLOCK_DH=triton.next_power_of_2(DH),
-            BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, PP=pp, QA=qa, USE_ASM=not _interpreting(), SCORE_LSE=lse,
-            KF=key_frag_on(key_frag, P, DH, nw, pp, qa), EARLY_LAUNCH=gluon and order == "early",
-            AFTER_PAGES=order == "last",
-            num_warps=nw, num_stages=1, **({"maxnreg": nr} if nr and q.is_cuda else {}), **pdl_kwargs(q.device),
+            BLOCK_M=BLOCK_M, HAS_SCORES=raw_on, USE_ASM=not _interpreting(), SCORE_LSE=lse,
+            KF=key_frag_fits(P, DH, NUM_WARPS), AFTER_PAGES=gluon,
+            num_warps=NUM_WARPS, num_stages=1, **pdl_kwargs(q.device),
         )
-        if gluon and order != "last":
-            pages(False)
     BLOCK_D = triton.next_power_of_2(D)
     BLOCK_S = merge_block_s(S1)
     BLOCK_H = max(1, min(triton.next_power_of_2(Hq), MERGE_TILE // (BLOCK_S * BLOCK_D)))
@@ -256,7 +191,7 @@ def verify_attention(q, store, page_table, q_start, hot_k, hot_v, hot_slot, sm_s
         n_front=1 if ra == rb else 2, sm_scale=float(sm_scale), HKV=Hkv, MAXP=MAXP, sr_b=raw.stride(0),
         ssc_b=sc.stride(0), ssc_h=sc.stride(1), ssc_j=sc.stride(2),
         P=P, D=D, BLOCK_D=BLOCK_D, BLOCK_H=BLOCK_H, BLOCK_S=BLOCK_S, G=G, N_HB=n_hb, BLOCK_SJ=block_sj,
-        SCORE_LSE=lse, ONE_STEP=S1 <= BLOCK_S, VEC=SCORE_TILE_VEC and (G & (G - 1)) == 0, num_warps=4,
+        SCORE_LSE=lse, ONE_STEP=S1 <= BLOCK_S, VEC=(G & (G - 1)) == 0, num_warps=4,
         **pdl_kwargs(q.device),
     )
     return out

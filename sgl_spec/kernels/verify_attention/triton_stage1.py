@@ -1,53 +1,45 @@
-"""Stage 1 of the Triton ``verify_attention`` (sgl_spec/kernels/verify_attention/triton.py launches it; the ring split only, where
-the Gluon page programs run the INT8 splits): partials (m, l, unnormalized acc) per (row, split), and the raw
-page-score maxima. Semantics: docs/CONTRACTS.md; measurements: bench/NOTES_kernels.md. The launch knobs named below
-(NUM_WARPS, MAXNREG, PAGES_PER_ITER, ROWS_AS_M, KEY_FRAG) are sgl_spec/kernels/verify_attention/triton.py's.
+"""Stage 1 of the Triton ``verify_attention`` (``triton.py`` launches it; with the Gluon engine only its ring
+split): partials (m, l, unnormalized acc) per (row, split), and the raw page-score values. Semantics:
+docs/CONTRACTS.md; the design rules and their figures: docs/KERNELS.md, "verify_attention".
 
-Stage 1, grid ``(Hkv * RB, 1 + S, B)``:
+Grid ``(Hkv * RB, 1 + S, B)``:
 * a program owns ``BLOCK_M`` query rows of one KV head: row ``r = slot * G + g`` (``g`` = query head of the group,
   ``slot`` = window row, the two score rows first). With ``batch_invariant=True``, ``BLOCK_M`` depends on ``G``
   only (rows for 8 window positions, 16…64, at least 2G), never on NQ, and NQ-dependent scalars are not specialized:
   a row goes through the same tiles and the same operations whether it is verified with γ others (NQ = γ+1) or
-  decoded alone (NQ = 1). ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks (1 for γ ≤ 7 and G ≤ 8) sit next to each other on
-  grid axis 0, so they read a page through L2 once. Otherwise (the server's default) a window of more rows than
-  that tile gets one tile of up to MAX_BLOCK_ROWS rows (pycode-30m, G = 2: one block up to γ = 15), since each
-  extra row block repeats the whole page loop.
+  decoded alone (NQ = 1). ``RB = cdiv(NQ*G, BLOCK_M)`` row blocks sit next to each other on grid axis 0, so they
+  read a page through L2 once. Otherwise (the server's default) a window of more rows than that tile gets one tile
+  of up to MAX_BLOCK_ROWS rows, since each extra row block repeats the whole page loop.
 * split 0 reads the ring (full precision, ≤ 2 pages, one page per iteration, rows as the MMA M dimension); split
   ``s ≥ 1`` reads logical pages ``[(s-1)C_b, sC_b)`` through the INT8 view, ``C_b = max(C, cdiv(q_start // P + 1,
   NS))`` for ``NS`` page splits (pages a row must not see are exact no-ops for it: alpha = 1, p = 0).
   ``batch_invariant=True`` (``--enable-deterministic-inference``): ``C`` from Hkv, MAXP and the SM count only and
   ``NS = cdiv(MAXP, C)``, so ``C_b = C``: the page sequence a row sees is the same in every call that contains it.
-  ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs;
-  sgl_spec/kernels/verify_attention/splits.py) and ``C`` the smallest split, so each request's own pages are cut into ``NS`` near-equal
-  splits: at B=64 a row no longer reads its pages in ~60 splits of 4 (a partial and a prologue every 4 pages, ~30
-  waves) but in a few long ones. ``C_b`` follows B and the window's first page, so a row's result may then differ
-  in fp32 rounding between batches, or between a verify window and a one-row decode at its position (the output
-  stays the same attention).
-* INT8 pages (the draft kernel's layout, sgl_spec/kernels/draft_decode/triton_pages.py): the page's P tokens are the MMA's M dimension,
+  ``batch_invariant=False`` (the server's default): ``NS`` from B x Hkv (whole waves of programs, ``splits.py``)
+  and ``C`` the smallest split, so each request's own pages are cut into ``NS`` near-equal splits. ``C_b`` follows
+  B and the window's first page, so a row's result may then differ in fp32 rounding between batches, or between a
+  verify window and a one-row decode at its position (the output stays the same attention).
+* INT8 pages (``triton_pages.py``): the page's P tokens are the MMA's M dimension,
   ``S^T [P, BLOCK_M] = K [P, D] Q^T [D, BLOCK_M]`` with the keys dequantized to fp16 in registers (int32 words of
-  both planes -> one fp16 FMA per pair, sgl_spec/kernels/common/int8_words.py), so Q^T is one constant operand for every page; and
-  ``O^T [D, BLOCK_M] += (C_v - 128)^T [D, P] (p∘s_v)^T [P, BLOCK_M]`` with exact centred value codes; the value zero
-  term and the row sums are accumulated per (token, row) and reduced once after the loop. Q keeps its own precision
-  (bf16 -> fp16 is exact) and sm_scale·log2(e) is applied to the fp32 logits. Page i+1's words and scales are loaded
-  into registers before page i is computed (num_stages=1): Triton's pipeliner, given the page-id load that addresses
-  the tiles, waits for all outstanding cp.async copies every page (bench/NOTES_kernels.md).
-* PAGES_PER_ITER = 2 (dev variant ``pp=2``, mostly with 8 warps): two pages a loop iteration, each with its own
-  dots (its own key scales), one softmax update (max, rescale of O^T / l / z) for both; the pair after next is
-  prefetched. A row's page sequence and arithmetic order differ from pp=1 (one rescale per pair), not between rows.
-* ROWS_AS_M (dev variants ``qa=1|2``, sgl_spec/kernels/verify_attention/triton_pages.py ``_rows_page``): rows as the MMA M dimension
-  (BLOCK_M = 64), K / V dequantized into shared memory as wgmma B operands, p in registers; with pp=2 the loop is
-  unrolled twice (same per-page arithmetic as pp=1, bit-equal). Both score kinds ("lse": from the row sums).
+  both planes -> one fp16 FMA per pair, sgl_spec/kernels/common/int8_words.py), so Q^T is one constant operand for
+  every page; and ``O^T [D, BLOCK_M] += (C_v - 128)^T [D, P] (p∘s_v)^T [P, BLOCK_M]`` with exact centred value
+  codes; the value zero term and the row sums are accumulated per (token, row) and reduced once after the loop. Q
+  keeps its own precision (bf16 -> fp16 is exact) and sm_scale·log2(e) is applied to the fp32 logits. Page i+1's
+  words and scales are loaded into registers before page i is computed (num_stages=1): Triton's pipeliner, given
+  the page-id load that addresses the tiles, waits for all outstanding cp.async copies every page.
+* KF (P = 64, D = 128, 4 warps: ``nibble_words.key_frag_fits``): keys and Q^T in the wgmma A fragment's channel
+  and token order, so the dequantized key tile needs no shared-memory round trip.
 * page scores (``HAS_SCORES``): from the row block holding the score rows, per page ``j < q_start // P``: max over
   the page's tokens per row (the softmax's column max); the 2G score rows' maxima are stored as they lie in
   registers (no layout conversion) and stage 2 reduces them (max over the two rows, sum over the G heads). No
-  atomics. (v1 reduced over the heads in the loop, v2 tried lazy rescaling: both slower, bench/NOTES_kernels.md.)
+  atomics.
 """
 import triton
 import triton.language as tl
 
 from sgl_spec.kernels.common.nibble_words import key_frag_channels
-from sgl_spec.kernels.common.pdl import _release_dependents, _wait_prior
-from sgl_spec.kernels.verify_attention.triton_pages import _int8_page, _int8_pair, _load_page, _rows_page
+from sgl_spec.kernels.common.pdl import _wait_prior
+from sgl_spec.kernels.verify_attention.triton_pages import _int8_page, _load_page
 from sgl_spec.kernels.verify_attention.splits import _split_pages
 
 
@@ -68,13 +60,11 @@ def _verify_attention_kernel(
     sq_b, sq_n, sq_h, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, spt_b, spt_j,
     shk_s, shk_r, shk_n, shk_h, sr_b, sr_h,
     G: tl.constexpr, P: tl.constexpr, DH: tl.constexpr, BLOCK_DH: tl.constexpr, BLOCK_M: tl.constexpr,
-    HAS_SCORES: tl.constexpr, PP: tl.constexpr, QA: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
-    KF: tl.constexpr = False, PDL: tl.constexpr = False, EARLY_LAUNCH: tl.constexpr = False,
-    AFTER_PAGES: tl.constexpr = False,
+    HAS_SCORES: tl.constexpr, USE_ASM: tl.constexpr, SCORE_LSE: tl.constexpr,
+    KF: tl.constexpr = False, PDL: tl.constexpr = False, AFTER_PAGES: tl.constexpr = False,
 ):
-    if not AFTER_PAGES:  # AFTER_PAGES: the page launch before this one waited for the stream
+    if not AFTER_PAGES:  # AFTER_PAGES: the Gluon page launch before this ring launch waited for the stream
         _wait_prior(PDL)
-    _release_dependents(EARLY_LAUNCH)  # engine="gluon": the page launch after this ring launch reads nothing it writes
     # NQ-dependent scalars are never specialized: NQ = 1 (decode) and NQ = γ+1 (verify) compile to the same code
     # (pointer/stride alignment specializations aside, which change no arithmetic).
     pid_hr = tl.program_id(0)
@@ -142,22 +132,12 @@ def _verify_attention_kernel(
                 acc_hi = tl.dot(p, v_hi, acc_hi * alpha[:, None], input_precision="tf32")
         else:
             # ---- INT8 view of logical pages [j0, j1), next page prefetched ------------------------------------------
-            # Q (QA: [BLOCK_M, BLOCK_DH] halves, the A operand) or Q^T ([BLOCK_DH, BLOCK_M], the B operand) in fp16:
-            # bf16 -> fp16 is exact for |q| in [2^-14, 65504] (far-subnormal components are rounded).
-            if QA == 2:  # both halves interleaved: column 2c + t = channel t * DH + c
-                dc = tl.arange(0, 2 * BLOCK_DH)
-                qc_ok = row_ok[:, None] & (dc // 2 < DH)[None, :]
-                qt_lo = tl.load(q_row[:, None] + ((dc % 2) * DH + dc // 2)[None, :], mask=qc_ok, other=0.0)
-                qt_lo = qt_lo.to(tl.float16)
-                qt_hi = qt_lo
-            elif QA:
-                qt_lo = tl.load(q_row[:, None] + dh[None, :], mask=qmask, other=0.0).to(tl.float16)
-                qt_hi = tl.load(q_row[:, None] + dh[None, :] + DH, mask=qmask, other=0.0).to(tl.float16)
-            else:  # KF: Q^T's rows in the key fragment's channel order (nibble_words._key_frag)
-                qt_ok = dmask[:, None] & row_ok[None, :]
-                qd = key_frag_channels(BLOCK_DH) if KF else dh
-                qt_lo = tl.load(q_row[None, :] + qd[:, None], mask=qt_ok, other=0.0).to(tl.float16)
-                qt_hi = tl.load(q_row[None, :] + qd[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
+            # Q^T ([BLOCK_DH, BLOCK_M], the B operand) in fp16: bf16 -> fp16 is exact for |q| in [2^-14, 65504]
+            # (far-subnormal components are rounded). KF: Q^T's rows in the key fragment's channel order
+            qt_ok = dmask[:, None] & row_ok[None, :]
+            qd = key_frag_channels(BLOCK_DH) if KF else dh
+            qt_lo = tl.load(q_row[None, :] + qd[:, None], mask=qt_ok, other=0.0).to(tl.float16)
+            qt_hi = tl.load(q_row[None, :] + qd[:, None] + DH, mask=qt_ok, other=0.0).to(tl.float16)
             offs_w = tl.arange(0, BLOCK_DH // 4)
             w_ok = offs_w < DH // 4
             j1 = tl.minimum(j0 + Cb, n_req)
@@ -173,83 +153,24 @@ def _verify_attention_kernel(
             at_hi = tl.zeros([BLOCK_DH, BLOCK_M], tl.float32)
             ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
                 KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + j0 * spt_j, mask=j0 < j1, other=0), j0 < j1, h64,
-                s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4, QA)
-            if QA:  # rows as the MMA M dimension (sgl_spec/kernels/verify_attention/triton_pages.py, _rows_page)
-                l_i = tl.zeros([BLOCK_M], tl.float32)
-                a_lo = tl.zeros([BLOCK_M, QA * BLOCK_DH], tl.float32)  # QA == 2: the whole interleaved O
-                a_hi = tl.zeros([BLOCK_M, BLOCK_DH], tl.float32)
-                pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
-                for j in tl.range(j0, j1, PP, num_stages=1):  # PP = 2: unrolled, buffers alternate (no copies)
-                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
-                        s_vh, n, offs_w, w_ok, DH // 4, True)
-                    pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
-                    m_r, l_i, a_lo, a_hi = _rows_page(
-                        m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi,
-                        vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, QA == 2, USE_ASM, SCORE_LSE)
-                    if PP == 2:  # page j + 1 (an exact no-op past j1) from the second buffer
-                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = _load_page(
-                            KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 2 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
-                            s_vh, n, offs_w, w_ok, DH // 4, True)
-                        pg_next = tl.load(pt_row + (j + 3) * spt_j, mask=j + 3 < j1, other=0)
-                        m_r, l_i, a_lo, a_hi = _rows_page(
-                            m_r, l_i, a_lo, a_hi, qt_lo, qt_hi, qk_scale, nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo,
-                            nkz_hi, nvs, nvz, j + 1, n_scored, j1, score_lim, row_ok & (j + 1 < own_page),
-                            raw_row + (j + 1) * (2 * G), raw_ok, HAS_SCORES, QA == 2, USE_ASM, SCORE_LSE)
-                    else:
-                        ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                            nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
-            elif PP == 1:
-                pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
-                for j in tl.range(j0, j1, num_stages=1):
-                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
-                        s_vh, n, offs_w, w_ok, DH // 4)
-                    pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
-                    m_r, l_t, z_t, at_lo, at_hi = _int8_page(
-                        m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
-                        kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
-                        raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE, KF)
-                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
-            else:  # two pages an iteration (j, j + 1), the next pair prefetched
-                ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = _load_page(
-                    KU, KL, VU, VL, KS, KZ, VS, VZ, tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0),
-                    j0 + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
-                pg_next = tl.load(pt_row + (j0 + 2) * spt_j, mask=j0 + 2 < j1, other=0)
-                pg_next2 = tl.load(pt_row + (j0 + 3) * spt_j, mask=j0 + 3 < j1, other=0)
-                for j in tl.range(j0, j1, 2, num_stages=1):
-                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 2 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
-                        s_vh, n, offs_w, w_ok, DH // 4)
-                    nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2 = _load_page(
-                        KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next2, j + 3 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
-                        s_vh, n, offs_w, w_ok, DH // 4)
-                    pg_next = tl.load(pt_row + (j + 4) * spt_j, mask=j + 4 < j1, other=0)
-                    pg_next2 = tl.load(pt_row + (j + 5) * spt_j, mask=j + 5 < j1, other=0)
-                    m_r, l_t, z_t, at_lo, at_hi = _int8_pair(
-                        m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
-                        kz_hi, vs, vz, ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2, j, n_scored, j1,
-                        score_lim, row_ok & (j < own_page), row_ok & (j + 1 < own_page), raw_row + j * (2 * G),
-                        raw_ok, G, HAS_SCORES, USE_ASM, SCORE_LSE)
-                    ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
-                        nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
-                    ku2, kl2, vu2, vl2, ks_lo2, ks_hi2, kz_lo2, kz_hi2, vs2, vz2 = \
-                        nku2, nkl2, nvu2, nvl2, nks_lo2, nks_hi2, nkz_lo2, nkz_hi2, nvs2, nvz2
+                s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, n, offs_w, w_ok, DH // 4)
+            pg_next = tl.load(pt_row + (j0 + 1) * spt_j, mask=j0 + 1 < j1, other=0)
+            for j in tl.range(j0, j1, num_stages=1):
+                nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz = _load_page(
+                    KU, KL, VU, VL, KS, KZ, VS, VZ, pg_next, j + 1 < j1, h64, s_wp, s_wh, s_sp, s_sh, s_vp,
+                    s_vh, n, offs_w, w_ok, DH // 4)
+                pg_next = tl.load(pt_row + (j + 2) * spt_j, mask=j + 2 < j1, other=0)
+                m_r, l_t, z_t, at_lo, at_hi = _int8_page(
+                    m_r, l_t, z_t, at_lo, at_hi, qt_lo, qt_hi, qk_scale, ku, kl, vu, vl, ks_lo, ks_hi, kz_lo,
+                    kz_hi, vs, vz, j, n_scored, j1, score_lim, row_ok & (j < own_page), raw_row + j * (2 * G),
+                    raw_ok, HAS_SCORES, USE_ASM, SCORE_LSE, KF)
+                ku, kl, vu, vl, ks_lo, ks_hi, kz_lo, kz_hi, vs, vz = \
+                    nku, nkl, nvu, nvl, nks_lo, nks_hi, nkz_lo, nkz_hi, nvs, nvz
             m = m_r * qk_scale
-            if QA == 2:
-                l = l_i
-                acc_lo, acc_hi = tl.split(tl.reshape(a_lo, (BLOCK_M, BLOCK_DH, 2)))
-            elif QA:
-                l = l_i
-                acc_lo = a_lo
-                acc_hi = a_hi
-            else:
-                l = tl.sum(l_t, 0)
-                zs = tl.sum(z_t, 0)
-                acc_lo = tl.trans(at_lo * 0.0625 + zs[None, :])
-                acc_hi = tl.trans(at_hi * 0.0625 + zs[None, :])
+            l = tl.sum(l_t, 0)
+            zs = tl.sum(z_t, 0)
+            acc_lo = tl.trans(at_lo * 0.0625 + zs[None, :])
+            acc_hi = tl.trans(at_hi * 0.0625 + zs[None, :])
 
         # ---- partials [B, NQ, Hq, S1] (m, l) and [B, NQ, Hq, S1, 2*DH] (acc) ------------------------------------
         prow = ((b * NQ + i.to(tl.int64)) * HQ + hq.to(tl.int64)) * S1 + split
