@@ -6,8 +6,8 @@ Two ways to turn quantspec on (both use the same KV pool and attention backend):
 * ``--speculative-algorithm QUANTSPEC`` (or ``--spec-algo quantspec``): self-speculative decoding. γ is SGLang's
   ``--speculative-num-steps`` (default: ``default_num_draft_steps``, 12 for G <= 2 query heads per KV head, 7 for
   G = 4); each round verifies γ+1 tokens.
-* ``--attention-backend quantspec``: the INT8 KV cache and its attention view *without* speculation - the
-  baseline, and the model that the speculative mode reproduces token for token.
+* ``--attention-backend quantspec`` alone: the INT8-only, non-speculative mode (the INT8 KV cache and its attention
+  view, no drafting) - the baseline, and the model that the speculative mode reproduces token for token.
 
 SGLang builds ``ServerArgs`` from argparse fields only, so our flags travel beside it: ``plugin.py`` stashes them on
 the instance (``_quantspec_flags``) before ``__post_init__`` runs, and ``configure`` (called from inside
@@ -33,10 +33,8 @@ HOT_RING_PAGES = 2  # R in docs/CONTRACTS.md: a γ+1 <= P window touches at most
 DEFAULT_PAGE_SIZE = 64
 # γ when --speculative-num-steps is not given (default_num_draft_steps): the longest window up to this whose γ+1 rows
 # (times G query heads per KV head) fit one row tile of the verify kernel; a longer window needs a second row block,
-# which reads every page again (sgl_spec/kernels/verify_attention/triton.py block_rows). H200 γ sweep, pycode-30m (G = 2), spec-topk,
-# server-log tok/s over stock BF16 in the same run (bench/results/e2e_gamma_sweep.json, 4k-15k x batch 32-128):
-# γ = 12 was the fastest or within 6% of the fastest of γ = 6/8/10/12/15 in all 9 cells (γ = 6, the default before:
-# 1.88-3.58x; γ = 12: 2.01-4.70x). The default server grid at γ = 12 (e2e_default_v14.json, 15 cells): 1.69-3.12x.
+# which reads every page again (sgl_spec/kernels/verify_attention/triton.py block_rows). On an H200 (pycode-30m,
+# G = 2, 4k-15k tokens x batch 32-128) γ = 12 was the fastest or within 6% of the fastest of γ = 6/8/10/12/15.
 DEFAULT_NUM_DRAFT_STEPS = 12
 MIN_DEFAULT_DRAFT_STEPS = 4  # wide groups (G >= 16) would fit almost no window: take a second row block instead
 # The hot ring costs 2*R*P*Hkv*D model-dtype elements per request slot and layer, so SGLang's memory-derived default

@@ -33,9 +33,8 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "Default: 1."))),
     "quantspec_dense_draft": (False, dict(action="store_true", default=None, help=(
         "quantspec draft: read every complete page (upper 4-bit plane) instead of the top-k pages."))),
-    # Default topk-head: on pycode-30m (H100, 20 prompts 4k-15k, γ=4, 7% of pages) τ 4.34 vs 4.25 for per-layer
-    # topk and 3.76 for streaming (per-token α 0.940 / 0.930 / 0.878; bench/results/acceptance_head.json,
-    # acceptance_select.json).
+    # Default topk-head: the best acceptance of the policies, e.g. on pycode-30m (H100, 20 prompts 4k-15k, γ=4, 7% of
+    # pages) τ 4.34 vs 4.25 for per-layer topk and 3.76 for streaming.
     "quantspec_draft_pages": ("topk-head", dict(choices=DRAFT_PAGE_POLICIES, help=(
         "quantspec draft: which pages a sparse draft reads, same budget for all: 'topk' by the previous verify's "
         "scores (first draft row + bonus row), 'topk-head' the same per KV head (each KV head of each layer its "
@@ -47,8 +46,9 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "quantspec: 'always' speculates every step; 'auto' speculates only where the cost model (measured step "
         "times on this server, α from the accept lengths) predicts a speedup over a plain INT8 decode step, and "
         "takes plain steps elsewhere (experimental: on an H200 it still lost at batch 1, where raw speculation "
-        "wins); 'never' always takes the plain step (debugging; same output). Default: always (faster than stock "
-        "BF16 decoding at every measured batch and context)."))),
+        "wins); 'never' always takes the plain step (debugging; same output). Default: always (on an H200, "
+        "pycode-30m, faster than stock BF16 decoding in every batch x context cell of bench/results/e2e.json; on "
+        "the CPU reference path quantspec is slower than stock)."))),
     "quantspec_cost_model": (None, dict(help=(
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),

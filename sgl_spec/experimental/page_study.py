@@ -3,16 +3,14 @@
 Each request names its draft page policy in ``sampling_params.custom_params["quantspec_draft"]`` with a label
 ``<policy>[+r<share>][+ema<β>|+max][@<ratio>]`` (``LABEL_KEY``), e.g. ``streaming@0.03``, ``topk@0.07``,
 ``topk+r0.25+ema0.5@0.15``, ``topk-head@0.07``. A label sets the policy (``topk``, ``topk-head`` (per-kv-head tables)
-or ``streaming``), its recent share, its score
-smoothing and its page ratio; everything not in the label is plain (share 0, no smoothing, the server's ratio), and
+or ``streaming``), its recent share, its score smoothing and its page ratio; everything not in the label is plain (share 0, no smoothing, the server's ratio), and
 the budget rule (min/sink pages) is the server's. A request without a label gets the server's own flags as ``topk``.
 
-Why: a configuration of the study used to be one server launch (~60 s of startup for ~10 s of decoding on an H100);
-with labels one server per γ serves every (policy, ratio) of the study, the requests of all policies batched
-together. Every policy keeps its own per-slot state (tables, score history) and reads the same verify scores, so a
-request's pages are exactly what the same policy would pick in a server of its own (bench/bench_acceptance.py
-``--per-request``). Not for ``topk-last`` (its verify keeps queries instead of scoring) and not for dense drafting
-(dense is one mode for a whole batch).
+Why: with labels one server per γ serves every (policy, ratio) of the study, the requests of all policies batched
+together, instead of one server launch per configuration. Every policy keeps its own per-slot state (tables, score
+history) and reads the same verify scores, so a request's pages are exactly what the same policy would pick in a
+server of its own (bench/bench_acceptance.py ``--per-request``). Not for ``topk-last`` (its verify keeps queries
+instead of scoring) and not for dense drafting (dense is one mode for a whole batch).
 
 Cost: every round runs each labelled policy on its own rows (a few small launches per label), and the draft page
 lists have the largest capacity of the labels in the batch; fine for a study, not a serving mode.
@@ -22,6 +20,9 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+
+from sgl_spec.pages.policies import POLICIES
+from sgl_spec.pages.view import PageScores
 
 LABEL_KEY = "quantspec_draft"
 
@@ -54,33 +55,20 @@ def label_config(label: str, cfg):
     return dataclasses.replace(cfg, **kw)
 
 
-class _View:
-    """The backend as one labelled policy sees it: its own cfg; page_scores = its batch rows' during after_verify."""
-
-    def __init__(self, backend, cfg):
-        self._backend, self.cfg, self.page_scores = backend, cfg, backend.page_scores
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-
 class PerRequestPages:
     dense = False
     per_request = True
 
-    def __init__(self, backend):
-        self.backend = backend
-        self.default_cfg = dataclasses.replace(backend.cfg, draft_pages="topk")
-        self.policies = {}  # label -> (policy, view)
-        self.groups = []  # this batch: (policy, view, row indices), set by assign()
+    def __init__(self, view: PageScores):
+        self.view = view
+        self.default_cfg = dataclasses.replace(view.cfg, draft_pages="topk")
+        self.policies = {}  # label -> policy (on the server's view with the label's cfg)
+        self.groups = []  # this batch: (policy, row indices), set by assign()
 
     def _policy(self, label):
         if label not in self.policies:
-            from sgl_spec.pages.policies import POLICIES
-
-            cfg = self.default_cfg if label is None else label_config(label, self.backend.cfg)
-            view = _View(self.backend, cfg)
-            self.policies[label] = (POLICIES[cfg.draft_pages](view), view)
+            cfg = self.default_cfg if label is None else label_config(label, self.view.cfg)
+            self.policies[label] = POLICIES[cfg.draft_pages](dataclasses.replace(self.view, cfg=cfg))
         return self.policies[label]
 
     def assign(self, reqs):
@@ -90,20 +78,20 @@ class PerRequestPages:
             params = getattr(r.sampling_params, "custom_params", None)
             label = params.get(LABEL_KEY) if isinstance(params, dict) else None
             rows.setdefault(label, []).append(i)
-        dev = self.backend.page_scores.device
-        self.groups = [(*self._policy(lb), torch.tensor(ix, dtype=torch.long, device=dev)) for lb, ix in rows.items()]
+        dev = self.view.device
+        self.groups = [(self._policy(lb), torch.tensor(ix, dtype=torch.long, device=dev)) for lb, ix in rows.items()]
 
     def for_round(self, req_pool_indices, window_start, has_pages):
         B = req_pool_indices.shape[0]
-        first = self.groups[0][0] if self.groups else self._policy(None)[0]
-        kcap = max([first.kcap] + [p.kcap for p, _, _ in self.groups])
+        first = self.groups[0][0] if self.groups else self._policy(None)
+        kcap = max([first.kcap] + [p.kcap for p, _ in self.groups])
         # one layout for the batch: per kv head as soon as one label is per head (per-layer lists are broadcast)
-        heads = max([p.heads or 0 for p, _, _ in self.groups] + [0])
+        heads = max([p.heads or 0 for p, _ in self.groups] + [0])
         dev = req_pool_indices.device
         L = first.num_layers
         ids = torch.zeros((L, B, heads, kcap) if heads else (L, B, kcap), dtype=torch.int32, device=dev)
         count = torch.zeros((L, B), dtype=torch.int32, device=dev)
-        for pol, _, rows in self.groups:
+        for pol, rows in self.groups:
             i, c = pol.for_round(req_pool_indices[rows], window_start[rows], has_pages[rows])
             if heads and not pol.per_head:
                 i = i.unsqueeze(2)
@@ -111,11 +99,8 @@ class PerRequestPages:
             count[:, rows] = c.to(count.dtype)
         return ids, count
 
-    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
-        full = self.backend.page_scores
-        for pol, view, rows in self.groups:
-            view.page_scores = full[:, rows]  # a copy of this label's rows, in its row order (0 … n-1)
-            try:
-                pol.after_verify(req_pool_indices[rows], window_start[rows], new_seq_lens[rows])
-            finally:
-                view.page_scores = full
+    def after_verify(self, req_pool_indices, window_start, new_seq_lens, scores=None):
+        full = self.view.scores[:, : req_pool_indices.shape[0]] if scores is None else scores
+        for pol, rows in self.groups:
+            # a copy of this label's rows, in its row order (0 … n-1)
+            pol.after_verify(req_pool_indices[rows], window_start[rows], new_seq_lens[rows], scores=full[:, rows])

@@ -113,7 +113,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
                                            dtype=torch.float32, device=self.device)
         # --quantspec-draft-pages topk-last scores pages with each request's last accepted row, known only after the
         # verify: TARGET_VERIFY then keeps its queries [L, max_bs, γ+1, Hq, D] (by batch row, like page_scores) and
-        # each layer's scale instead of scoring, and sgl_spec/pages/policies.py scores that row afterwards.
+        # each layer's scale instead of scoring, and sgl_spec/experimental/topk_last.py scores that row afterwards.
         self.keep_verify_q = self.page_scores is not None and cfg.draft_pages == "topk-last"
         self.verify_q: Optional[torch.Tensor] = None
         self.verify_scale: dict = {}
@@ -232,10 +232,20 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         draft page policies hand it to select_topk_pages (rows by slot, token units), which saves three launches."""
         return self.req_to_token_pool.req_to_token[:, :: self.P], self.P
 
+    def scores_view(self):
+        """What the draft page policies read of this backend (sgl_spec/pages/view.py)."""
+        from sgl_spec.pages.view import PageScores
+
+        pool, slots = self.token_to_kv_pool, self.req_to_token_pool.req_to_token.shape[0]
+        return PageScores(self.cfg, self.page_scores, pool.layer_num, slots, pool.head_num, self.max_pages,
+                          self.device, self.page_table, self.page_table_source, pool=pool,
+                          verify_queries=lambda: (self.verify_q, self.verify_scale),
+                          batch_invariant=self.batch_invariant)
+
     def _decode_metadata(self, fb) -> _Decode:
         """One ``window_meta`` launch per forward (sgl_spec/kernels/window_meta/ref.py has the formulas): a draft pass runs γ
-        times a round and is launch-bound on small models, and these were ~16 torch launches per draft pass and ~30
-        per verify. Drafts never quantize (the verify rewrites their positions) and a sparse draft reads its own page
+        times a round and is launch-bound on small models, and as torch ops it is ~16 launches per draft pass and ~30 per
+        verify. Drafts never quantize (the verify rewrites their positions) and a sparse draft reads its own page
         lists: no page table, no completed page."""
         d = self._draft
         table = None if d is not None and d.page_ids is not None else self.req_to_token_pool.req_to_token

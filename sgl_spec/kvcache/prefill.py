@@ -12,9 +12,8 @@ for token. Queries are processed in chunks so the logits stay within a memory bu
 
 On CUDA the default path hands the same keys, values and mask to ``scaled_dot_product_attention`` in fp16 (the
 memory-efficient kernel: no logits in memory, tensor cores), the precision class of the DECODE / TARGET_VERIFY
-kernels, which also dequantize to fp16. The fp32 einsum path kept the whole [rows, keys] logits and copied the
-dequantized prefix once per 64-row chunk at long contexts (Llama-3-8B shape, 64k-token prompt: 400-500 prefill
-tokens/s on an H200, bench/results/e2e_llama8b.json's first run).
+kernels, which also dequantize to fp16. The fp32 einsum path keeps the whole [rows, keys] logits and copies the
+dequantized prefix once per 64-row chunk, too slow for long GPU prompts.
 """
 from __future__ import annotations
 

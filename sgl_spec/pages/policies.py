@@ -6,30 +6,27 @@ trades draft bandwidth for acceptance. Every sparse policy has the same page bud
 pages before the hot page, sink pages included, so the acceptance study (bench/bench_acceptance.py) compares like
 with like:
 
-* ``topk`` (default; QuantSpec's Collect-2-Query): the pages with the highest verify scores, max over the first draft
-  row and the bonus row of the window (``verify_attention``'s default ``score_rows``), summed over KV heads.
-* ``topk-last``: the same selection from one query: the window row of the *last accepted token* (row n of
-  ``[t, d_1 … d_γ]`` when n drafts were accepted). n is only known after the verify, and ``score_rows`` is one static
-  pair per launch, so the verify keeps its queries (``backend.verify_q``) instead of scoring, and ``after_verify``
-  scores row n of each request with ``verify_attention`` on that single row at its true position (one-row window:
-  score rows (0, 0)). One extra attention pass per layer and round: a study policy, not a fast path.
+* ``topk`` (QuantSpec's Collect-2-Query): the pages with the highest verify scores, max over the first draft row and
+  the bonus row of the window (``verify_attention``'s default ``score_rows``), summed over KV heads.
+* ``topk-head`` (default): the same per KV head (``TopkHeadPages``).
 * ``streaming`` (StreamingLLM): the sink pages and the most recent pages. No scores: the verify skips them.
-* ``per-request``: each request names one of the above (topk with its options, or streaming) and its ratio; a
-  mode for the acceptance study (sgl_spec/experimental/page_study.py).
 * dense (``--quantspec-dense-draft``): ``backend.draft_mode(window_start)`` without a page list (``DensePages``).
+* study policies, imported only when chosen (``EXPERIMENTAL``): ``topk-last`` (sgl_spec/experimental/topk_last.py)
+  and ``per-request`` (sgl_spec/experimental/page_study.py).
 
-Selections are kept per request slot (``backend.page_scores`` is indexed by batch row and overwritten by the next
-verify), so batch filtering/merging between two rounds does not matter.
+A policy reads the backend only through its ``PageScores`` view (sgl_spec/pages/view.py). Selections are kept per
+request slot (the view's ``scores`` are indexed by batch row and overwritten by the next verify), so batch
+filtering/merging between two rounds does not matter.
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
 
 from sgl_spec.kernels.select_topk_pages import select_topk_pages
-from sgl_spec.kernels.verify_attention import verify_attention
-from sgl_spec.experimental.page_study import PerRequestPages
+from sgl_spec.pages.view import PageScores
 
 
 class DensePages:
@@ -40,7 +37,7 @@ class DensePages:
     def for_round(self, req_pool_indices, window_start, has_pages):
         return None, None  # draft_mode(window_start, None, None) is the dense mode
 
-    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
+    def after_verify(self, req_pool_indices, window_start, new_seq_lens, scores=None):
         pass
 
 
@@ -54,47 +51,36 @@ class StreamingPages:
     sparse policies, so they differ only where they are meant to.
 
     Every selection is one ``select_topk_pages`` launch (streaming = no scores, recent share 1), reading the page
-    table straight from ``req_to_token`` by slot (``backend.page_table_source``): no other device op."""
+    table straight from ``req_to_token`` by slot (the view's ``table_source``): no other device op."""
 
     dense = False
     per_head = False  # True: one page list per kv head (TopkHeadPages), tables [L, slots, Hkv, KCAP]
 
-    def __init__(self, backend):
-        cfg = backend.cfg
-        self.backend = backend
+    def __init__(self, view: PageScores):
+        cfg = view.cfg
+        self.view = view
         self.P = cfg.page_size
         self.ratio, self.min_pages, self.sink_pages = cfg.topk_ratio, cfg.min_pages, cfg.sink_pages
-        if getattr(backend, "page_scores", None) is not None:
-            L, slots, _, self.max_pages = backend.page_scores.shape
-            dev = backend.page_scores.device
-        else:
-            L, slots = backend.token_to_kv_pool.layer_num, backend.req_to_token_pool.req_to_token.shape[0]
-            self.max_pages, dev = backend.max_pages, backend.device
+        L, slots, self.max_pages, dev = view.num_layers, view.slots, view.max_pages, view.device
         self.num_layers = L
         # Fixed capacity (CUDA graphs): the largest budget any request can get.
         self.kcap = min(self.max_pages, max(cfg.min_pages, cfg.sink_pages, math.ceil(cfg.topk_ratio * self.max_pages)))
         # kv heads of a per-head table (None: one list per layer and request)
-        self.heads = self._kv_heads(backend) if self.per_head else None
+        self.heads = view.kv_heads if self.per_head else None
         self.ids = torch.zeros(self._table_shape(L, slots), dtype=torch.int32, device=dev)
         self.count = torch.zeros((L, slots), dtype=torch.int32, device=dev)
-
-    @staticmethod
-    def _kv_heads(backend):
-        if getattr(backend, "page_scores", None) is not None:
-            return backend.page_scores.shape[2]
-        return backend.token_to_kv_pool.head_num
 
     def _table_shape(self, L, B):
         return (L, B, self.heads, self.kcap) if self.per_head else (L, B, self.kcap)
 
     def _select(self, scores, req_pool_indices, num_tokens, out_ids, out_count, **kw):
         """select_topk_pages with this policy's budget; ``num_tokens [B]``: tokens before the pages' end (÷ P)."""
-        src = getattr(self.backend, "page_table_source", None)
+        src = self.view.table_source
         if src is not None:
             table, div = src()
             trows = req_pool_indices
-        else:  # a backend without req_to_token (unit tests): its page table by batch row, in token units
-            table, div, trows = self.backend.page_table(req_pool_indices).long() * self.P, self.P, None
+        else:  # no req_to_token (unit tests): the page table by batch row, in token units
+            table, div, trows = self.view.page_table(req_pool_indices).long() * self.P, self.P, None
         return select_topk_pages(scores, num_tokens, table, self.ratio, self.min_pages, self.sink_pages,
                                      out_ids, out_count, per_head=self.per_head, table_rows=trows, page_div=div, **kw)
 
@@ -106,7 +92,7 @@ class StreamingPages:
         count = torch.empty((L, B), dtype=torch.int32, device=self.ids.device)
         return self._select(None, req_pool_indices, window_start, ids, count, recent_share=1.0)
 
-    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
+    def after_verify(self, req_pool_indices, window_start, new_seq_lens, scores=None):
         pass
 
 
@@ -134,9 +120,9 @@ class TopkPages(StreamingPages):
     Per round: ``for_round`` = one launch (streaming pages into the slots of requests without a verify yet, which
     also resets their history) + two gathers; ``after_verify`` = one launch writing the slots' tables in place."""
 
-    def __init__(self, backend):
-        super().__init__(backend)
-        cfg = backend.cfg
+    def __init__(self, view: PageScores):
+        super().__init__(view)
+        cfg = view.cfg
         self.recent_share = float(getattr(cfg, "recent_share", 0.0))
         self.smoothing = getattr(cfg, "score_smoothing", "none")
         self.beta = float(getattr(cfg, "score_ema", 0.5))
@@ -160,39 +146,14 @@ class TopkPages(StreamingPages):
 
     def _score(self, req_pool_indices, window_start, new_seq_lens):
         """Page scores [L, B, Hkv, MAXP] of this verify's batch rows (the verify wrote them already)."""
-        return self.backend.page_scores[:, : req_pool_indices.shape[0]]
+        return self.view.scores[:, : req_pool_indices.shape[0]]
 
-    def after_verify(self, req_pool_indices, window_start, new_seq_lens):
-        scores = self._score(req_pool_indices, window_start, new_seq_lens)
+    def after_verify(self, req_pool_indices, window_start, new_seq_lens, scores=None):
+        """``scores`` [L, B, Hkv, MAXP]: this batch's rows (default: the verify's, ``_score``)."""
+        if scores is None:
+            scores = self._score(req_pool_indices, window_start, new_seq_lens)
         self._select(scores, req_pool_indices, new_seq_lens, self.ids, self.count, rows=req_pool_indices,
                      num_scored=window_start, recent_share=self.recent_share, **self._history())
-
-
-class TopkLastPages(TopkPages):
-    """Top-k pages by the score of each request's last accepted token (see the module docstring)."""
-
-    def _score(self, req_pool_indices, window_start, new_seq_lens):
-        be = self.backend
-        pool = be.token_to_kv_pool
-        B = req_pool_indices.shape[0]
-        scores = be.page_scores[:, :B]
-        if be.verify_q is None:  # no verify ran (cannot happen after one): keep the (stale) scores
-            return scores
-        rows = torch.arange(B, device=req_pool_indices.device)
-        last = (new_seq_lens - window_start - 1).long()  # window row of the last accepted token
-        pos = (new_seq_lens - 1).to(torch.int32)  # ... and its position
-        table = be.page_table(req_pool_indices)
-        slots = req_pool_indices.to(torch.int32)
-        for li in range(scores.shape[0]):
-            lid = li + pool.start_layer
-            hot_k, hot_v = pool.hot(lid)
-            q = be.verify_q[li, rows, last].unsqueeze(1)  # [B, 1, Hq, D]
-            # The ring still holds the verify's K/V and the pages it completed are quantized: this row attends (and
-            # scores pages < pos // P) exactly as it did inside the verify.
-            verify_attention(q, pool.page_store(lid), table, pos, hot_k, hot_v, slots, be.verify_scale[li],
-                                 scores=scores[li], score_kind=getattr(be.cfg, "page_score", "max"),
-                                 batch_invariant=getattr(be, "batch_invariant", True))
-        return scores
 
 
 class TopkHeadPages(TopkPages):
@@ -205,17 +166,29 @@ class TopkHeadPages(TopkPages):
     per_head = True
 
 
-POLICIES = {"topk": TopkPages, "topk-head": TopkHeadPages, "topk-last": TopkLastPages, "streaming": StreamingPages,
-            "per-request": PerRequestPages}
+POLICIES = {"topk": TopkPages, "topk-head": TopkHeadPages, "streaming": StreamingPages}
+# study policies: module:class, imported by policy_class() only when the flag names them
+EXPERIMENTAL = {"topk-last": "sgl_spec.experimental.topk_last:TopkLastPages",
+                "per-request": "sgl_spec.experimental.page_study:PerRequestPages"}
+
+
+def policy_class(name: str):
+    """The policy class of a ``--quantspec-draft-pages`` value (a study policy's module is imported here)."""
+    if name in POLICIES:
+        return POLICIES[name]
+    module, cls = EXPERIMENTAL[name].split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def draft_pages(backend) -> "DensePages | StreamingPages":
-    """The draft page policy for ``backend`` (its ``cfg``). Dense when the config says so, and for a backend without
-    a config (stock/test backends) or without the page scores a score-driven policy needs."""
+    """The draft page policy for ``backend`` (its ``cfg``), built on its ``scores_view()``. Dense when the config says
+    so, and for a backend without a config (stock/test backends) or without the page scores a score-driven policy
+    needs."""
     cfg = getattr(backend, "cfg", None)
     if cfg is None or getattr(cfg, "dense_draft", False):
         return DensePages()
+    view = backend.scores_view()
     policy = getattr(cfg, "draft_pages", "topk")
-    if policy != "streaming" and getattr(backend, "page_scores", None) is None:
+    if policy != "streaming" and view.scores is None:
         return DensePages()
-    return POLICIES[policy](backend)
+    return policy_class(policy)(view)

@@ -198,7 +198,7 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         ``req_pool_indices`` and the statics (it reads neither ``seq_lens`` nor ``out_cache_loc``; draft K/V go to
         the ring by position). So two copies and a replay replace SGLang's whole forward path (a ForwardBatch, the
         graph checks, ~10 buffer copies), which cost ~230-400 µs of host time a step against a 340-470 µs GPU pass
-        on pycode-30m (``SGL_SPEC_TIMING``): the host no longer paces the drafts."""
+        on pycode-30m (``SGL_SPEC_TIMING``): this way the host does not pace the drafts."""
         n = self.raw_num_token
         if input_ids.shape[0] != n or positions.shape[0] != n:
             raise RuntimeError(f"quantspec draft replay: {input_ids.shape[0]} tokens for a step-0 batch of {n}")

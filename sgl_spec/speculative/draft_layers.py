@@ -1,8 +1,7 @@
 """Fused decoder layers for draft passes: 6 kernels a Llama layer instead of 10.
 
 A draft pass of a small model is a chain of ~85 dependent kernels, and in a CUDA graph each costs about its own
-latency plus a launch gap, whatever its size (H200, pycode-30m 15k x 32: a 338 us pass; bench/NOTES_kernels.md
-"Session 19"). So the draft passes of supported models run each decoder layer as
+latency plus a launch gap, whatever its size (H200, pycode-30m 15k x 32: a 338 us pass). So the draft passes of supported models run each decoder layer as
 
     norm_pair_linear(input norm + qkv + rope)  ->  attention (+ merge)  ->  o_proj
     norm_pair_linear(post-attention norm + gate_up + silu_mul)  ->  down_proj
@@ -17,8 +16,8 @@ which costs acceptance, never correctness.
 
 Applied only where it computes SGLang's layer (``unsupported`` says why not): Llama decoder layers, SGLang's plain
 RMSNorm, SiLU-and-mul, NeoX RoPE over the whole head dim, unquantized bias-free bf16 / fp16 / fp32 weights, tensor
-parallel size 1; and only to draft graphs captured for batch sizes up to FUSED_MAX_BS (H100 probe, session 20: faster
-up to 64 rows, even at 128). ``fused(model)`` swaps the layers' forward inside a ``with`` block (an instance attribute
+parallel size 1; and only to draft graphs captured for batch sizes up to FUSED_MAX_BS (on an H100 the fused layers
+were faster up to 64 rows and even at 128). ``fused(model)`` swaps the layers' forward inside a ``with`` block (an instance attribute
 over the class method; restored on exit); ``fused_call`` wraps the forward a draft graph captures in it.
 """
 from __future__ import annotations

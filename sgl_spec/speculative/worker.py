@@ -43,8 +43,7 @@ from sgl_spec.pages import policies as pagetable
 from sgl_spec.speculative import (accept, auto_off as autooff, draft_graph, draft_layers, penalties, phase_timer,
                                   sampling, war_release)
 from sgl_spec.config import get_config
-from sgl_spec.speculative.spec_info import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput  # noqa: F401 (re-exported)
-from sgl_spec.pages.policies import TopkPages as _DraftPages  # noqa: F401  (its old home; tests import it from here)
+from sgl_spec.speculative.spec_info import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput
 
 logger = logging.getLogger(__name__)
 

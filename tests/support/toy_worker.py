@@ -13,7 +13,8 @@ from sglang.srt.managers.utils import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 from sgl_spec.speculative import sampling
-from sgl_spec.speculative.worker import QuantSpecVerifyInput, QuantSpecWorker
+from sgl_spec.speculative.spec_info import QuantSpecVerifyInput
+from sgl_spec.speculative.worker import QuantSpecWorker
 
 TOP_K_ALL = 1 << 30
 MAX_CTX = 96

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -60,7 +61,9 @@ def test_policy_factory_and_what_the_verify_computes():
     assert isinstance(pagetable.draft_pages(sim.backend), pagetable.StreamingPages)
     last = make_sim("topk-last")
     assert last.backend.keep_verify_q and last.backend.page_scores is not None
-    assert type(pagetable.draft_pages(last.backend)) is pagetable.TopkLastPages
+    from sgl_spec.experimental.topk_last import TopkLastPages
+
+    assert type(pagetable.draft_pages(last.backend)) is TopkLastPages
     topk = make_sim("topk")
     assert not topk.backend.keep_verify_q and type(pagetable.draft_pages(topk.backend)) is pagetable.TopkPages
     dense = make_sim("topk")
@@ -68,6 +71,15 @@ def test_policy_factory_and_what_the_verify_computes():
     assert pagetable.draft_pages(dense.backend).dense
     assert pagetable.draft_pages(SimpleNamespace()).dense  # a stock backend: dense (its own target view)
     assert pagetable.draft_pages(SimpleNamespace()).for_round(None, None, None) == (None, None)
+
+
+def test_study_policies_are_imported_only_when_chosen():
+    """sgl_spec/experimental/ (topk-last, per-request) stays out of a server that does not name them."""
+    code = ("import sys; import sgl_spec.pages.policies as p, sgl_spec.speculative.worker, sgl_spec.kvcache.backend; "
+            "assert not [m for m in sys.modules if m.startswith('sgl_spec.experimental')], sys.modules.keys(); "
+            "assert p.policy_class('per-request').__name__ == 'PerRequestPages'; "
+            "assert p.policy_class('topk-last').__name__ == 'TopkLastPages'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2], env=server_env())
 
 
 def test_streaming_takes_sinks_and_newest_pages_every_round():

@@ -1,7 +1,7 @@
 """Score-driven draft page options (sgl_spec/pages/policies.py): recent pages (``--quantspec-recent-share``) and score
 smoothing across verifies (``--quantspec-score-smoothing ema|max``), against a plain-Python oracle.
 
-The backend here is the surface ``TopkPages`` uses (cfg, page_scores by batch row, page_table); the policy's own
+The backend here is a score buffer (by batch row) and a page table behind a ``PageScores`` view; the policy's own
 state (its per-slot tables and score history) is what is under test. Page budget: ratio 0.5, min 2, 1 sink page.
 """
 import dataclasses
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from sgl_spec.pages import policies as pagetable
+from sgl_spec.pages.view import PageScores
 
 L, SLOTS, H, MAXP, P = 2, 5, 2, 24, 4
 
@@ -27,6 +28,9 @@ class Backend:
 
     def page_table(self, rpi):
         return self.table[rpi.long()]
+
+    def scores_view(self):
+        return PageScores.of(self.cfg, self.page_scores, self.page_table)
 
 
 def budget(n, ratio=0.5, min_pages=2, sinks=1):
@@ -229,7 +233,7 @@ def test_per_request_labels_pick_what_each_policy_alone_picks():
         cfg = dataclasses.replace(Cfg(), draft_pages="topk") if lb is None else label_config(lb, Cfg())
         sb = Backend()
         sb.cfg, sb.table = cfg, be.table
-        alone[lb] = (sb, pagetable.POLICIES[cfg.draft_pages](sb))
+        alone[lb] = (sb, pagetable.POLICIES[cfg.draft_pages](sb.scores_view()))
     g = torch.Generator().manual_seed(7)
     rpi = torch.tensor([4, 0, 2, 3])
     ws = torch.tensor([20 * P + 1, 9 * P + 3, 14 * P, 17 * P - 2])
@@ -266,7 +270,7 @@ def test_topk_head_selects_per_kv_head(share, smoothing):
     """Every kv head's list is what the per-layer oracle picks from that head's scores alone (and its own history)."""
     be = Backend(share=share, smoothing=smoothing, beta=0.75)
     be.cfg.draft_pages = "topk-head"
-    pages = pagetable.POLICIES["topk-head"](be)
+    pages = pagetable.POLICIES["topk-head"](be.scores_view())
     assert pages.per_head and pages.ids.shape == (L, SLOTS, H, pages.kcap)
     g = torch.Generator().manual_seed(8)
     rpi = torch.tensor([3, 0, 4])

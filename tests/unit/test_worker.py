@@ -10,7 +10,10 @@ import torch
 
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-from sgl_spec.speculative.worker import QuantSpecDraftInput, QuantSpecWorker, _DraftPages
+from sgl_spec.pages.policies import TopkPages
+from sgl_spec.pages.view import PageScores
+from sgl_spec.speculative.spec_info import QuantSpecDraftInput, QuantSpecDraftStep
+from sgl_spec.speculative.worker import QuantSpecWorker
 from toy_worker import (MAX_CTX, PROMPTS, FakeTargetWorker, ToyLM, _exact_marginals, make_sampling_info, make_worker,
                         reference_greedy, run_scheduler)
 
@@ -148,7 +151,7 @@ def test_constructor_rejects_inconsistent_server_args():
 
 # ---- sparse draft pages -------------------------------------------------------------------------------------------
 class PagesBackend:
-    """The backend surface _DraftPages uses: cfg, page_scores [L, slots, Hkv, MAXP] (by batch row), page_table()."""
+    """A backend's page scores [L, slots, Hkv, MAXP] (by batch row) and page table, and its ``PageScores`` view."""
 
     def __init__(self, L=2, slots=5, H=2, maxp=16, P=4, ratio=0.5, min_pages=2, sink_pages=1):
         self.cfg = SimpleNamespace(page_size=P, topk_ratio=ratio, min_pages=min_pages, sink_pages=sink_pages)
@@ -159,10 +162,13 @@ class PagesBackend:
     def page_table(self, rpi):
         return self.table[rpi.long()]
 
+    def scores_view(self):
+        return PageScores.of(self.cfg, self.page_scores, self.page_table)
+
 
 def test_draft_pages_follow_verify_scores_per_slot():
     be = PagesBackend()
-    pages = _DraftPages(be)
+    pages = TopkPages(be.scores_view())
     assert pages.kcap == 8  # max(min_pages 2, sinks 1, ceil(0.5 * 16))
     g = torch.Generator().manual_seed(6)
     rpi = torch.tensor([3, 1])
@@ -192,7 +198,7 @@ def test_draft_pages_follow_verify_scores_per_slot():
 
 def test_draft_pages_before_first_verify_use_sinks_and_recent_pages():
     be = PagesBackend()
-    pages = _DraftPages(be)
+    pages = TopkPages(be.scores_view())
     ids, count = pages.for_round(torch.tensor([2, 4]), torch.tensor([22, 3]), torch.tensor([False, False]))
     # request in slot 2: 5 complete pages, k = max(2, ceil(2.5)) = 3 -> sink page 0 and the two newest pages 3, 4
     assert count[:, 0].tolist() == [3, 3] and ids[0, 0, :3].tolist() == be.table[2, [0, 3, 4]].tolist()
@@ -206,7 +212,6 @@ def test_draft_steps_are_refused_by_sglangs_decode_cuda_graphs():
     can_run_graph() say no (pins the SGLang 0.5.17 rule the worker relies on)."""
     from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
 
-    from sgl_spec.speculative.worker import QuantSpecDraftStep
 
     runner = SimpleNamespace(ragged_verify_mode=False, captured_req_width=4)
     fb = SimpleNamespace(replace_embeds=None, spec_info=QuantSpecDraftStep(), forward_mode=ForwardMode.DECODE)
