@@ -44,7 +44,7 @@ def _check_residual(r_new, x_d, x, r, r_out, dt, device):
                                                (17, 64, 8, 128, 6, torch.bfloat16), (40, 96, 2, 64, 2, torch.bfloat16)])
 @pytest.mark.parametrize("res", [False, True])
 def test_rope(M, K, heads, D, rot, dt, res, device):
-    from sgl_spec.kernels.norm_pair_linear.triton import norm_pair_linear
+    from sgl_spec.kernels.norm_pair_linear.triton import NormPairLaunch, norm_pair_linear
 
     g, x, r, w = _inputs(M, K, heads * D, dt, res, M * K + D)
     positions = torch.randint(0, 500, (M,), generator=g, dtype=torch.int32)
@@ -58,7 +58,8 @@ def test_rope(M, K, heads, D, rot, dt, res, device):
     x_d = x.to(device)
     # block_m 16 at M = 17 / 40: several row blocks
     got, r_new = norm_pair_linear(x_d, d(r), d(w), 1e-6, "rope", out=out, residual_out=r_out, positions=d(positions),
-                                  cos_sin=d(cos_sin), head_dim=D, rot_heads=rot, block_m=16 if M > 16 else None)
+                                  cos_sin=d(cos_sin), head_dim=D, rot_heads=rot,
+                                  launch=NormPairLaunch(block_m=16 if M > 16 else None))
     assert got.data_ptr() == out.data_ptr() and not torch.isnan(got).any()
     assert _close(got, want, dt, device)
     _check_residual(r_new, x_d, x, r, r_out, dt, device)
@@ -68,7 +69,7 @@ def test_rope(M, K, heads, D, rot, dt, res, device):
                                       (17, 64, 384, torch.bfloat16), (33, 512, 48, torch.bfloat16)])
 @pytest.mark.parametrize("res", [False, True])
 def test_silu_mul(M, K, I, dt, res, device):
-    from sgl_spec.kernels.norm_pair_linear.triton import norm_pair_linear
+    from sgl_spec.kernels.norm_pair_linear.triton import NormPairLaunch, norm_pair_linear
 
     _, x, r, w = _inputs(M, K, 2 * I, dt, res, M * K + I)
     want, _ = ref.norm_pair_linear(x, r, w, 1e-5, "silu_mul")
@@ -98,7 +99,7 @@ def test_reference_is_sglang_layer_math():
 
 
 def test_bad_arguments(device):
-    from sgl_spec.kernels.norm_pair_linear.triton import norm_pair_linear
+    from sgl_spec.kernels.norm_pair_linear.triton import NormPairLaunch, norm_pair_linear
 
     x, w = torch.randn(4, 16, device=device), torch.randn(64, 16, device=device)
     r = torch.randn(4, 16, device=device)

@@ -4,7 +4,7 @@ and natively on a GPU."""
 import pytest
 import torch
 
-from sgl_spec.kernels.quantize_pages.triton import quantize_pages
+from sgl_spec.kernels.quantize_pages.triton import QuantizeLaunch, quantize_pages
 from sgl_spec.kernels.quantize_pages.ref import (
     dequant_keys_ref, dequant_values_ref, quantize_pages as quantize_pages_cpu, quantize_pages_ref)
 from sgl_spec.kvcache.format import KVFormat, unpack_nibbles
@@ -218,7 +218,7 @@ def test_empty_and_shape_checks(device):
 @pytest.mark.parametrize("D", [64, 96])
 @pytest.mark.parametrize("key_cols,val_rows,num_warps", [
     (None, None, None),  # launch_config's choice
-    (32, 32, 4),  # whole [P, D/2] tiles: the previous kernel's grid (n, H, 2)
+    (32, 32, 4),  # whole [P, D/2] tiles: grid (n, H, 2)
     (1, 1, 1),  # one channel pair / one token per program
     (16, 4, 2),  # D=96: D/2 = 48 is three full key chunks; D=64: two
     (32, 8, 2),  # D=96: a partial key chunk (48 % 32), masked
@@ -236,8 +236,8 @@ def test_launch_variants_write_identical_bytes(D, key_cols, val_rows, num_warps,
     pages = torch.tensor([2, 0], dtype=torch.int32)
     xk, xv = gather_pages(xk_src, src_row, P), gather_pages(xv_src, src_row, P)
     st = poisoned_store(fmt, 3, 0xFF, device)
-    quantize_pages(k, v, src_row.to(device), pages.to(device), st, key_cols=key_cols, val_rows=val_rows,
-                   num_warps=num_warps)
+    quantize_pages(k, v, src_row.to(device), pages.to(device), st,
+                   launch=QuantizeLaunch(key_cols=key_cols, val_rows=val_rows, num_warps=num_warps))
     check_against_ref(st, quantize_pages_ref(xk, xv), pages, xk, xv)
     for name in PLANES:
         assert bool((getattr(st, name)[1] == 0xFF).all()), name
@@ -250,7 +250,7 @@ def test_launch_variant_checks(device):
     row, page = torch.zeros(1, dtype=torch.int64, device=device), torch.zeros(1, dtype=torch.int32, device=device)
     for kw in (dict(key_cols=3), dict(key_cols=64), dict(val_rows=64), dict(num_warps=3)):
         with pytest.raises(ValueError):
-            quantize_pages(k, k, row, page, st, **kw)
+            quantize_pages(k, k, row, page, st, launch=QuantizeLaunch(**kw))
 
 
 # ---- on the GPU: real shapes against the reference (tests/support/gpu_cases.py) -------------------------------------

@@ -70,7 +70,7 @@ def check(x, residual, weight, epilogue, out, residual_out, positions, cos_sin, 
 
 
 def norm_pair_linear(x, residual, weight, eps, epilogue, out=None, residual_out=None, positions=None, cos_sin=None,
-                     head_dim=None, rot_heads=0, **_):
+                     head_dim=None, rot_heads=0, launch=None):  # launch: the Triton engine's (unused)
     """Returns ``(out, residual)``: the epilogue's output and the next residual (``x + residual``, or ``x`` itself
     when there is no residual)."""
     check(x, residual, weight, epilogue, out, residual_out, positions, cos_sin, head_dim, rot_heads)

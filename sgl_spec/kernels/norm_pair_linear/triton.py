@@ -19,6 +19,8 @@ Every such program first sums h^2 over K for its rows (x and the residual, L2-re
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Optional
 
 import torch
 import triton
@@ -121,10 +123,21 @@ def _norm_pair_linear_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, pos_ptr, cs
             tl.store(o_m + jj[:, None], y.to(out_ptr.dtype.element_ty), mask=m_ok[None, :] & (jj < HALF_N)[:, None])
 
 
+@dataclass(frozen=True)
+class NormPairLaunch:
+    """Fixed launch parameters for tests and benchmarks (``norm_pair_linear(..., launch=NormPairLaunch(...))``; a
+    field left None takes the rules): ``block_h`` (weight rows a program takes from each half), ``block_m`` (rows a
+    program), ``block_k`` (the reduction step)."""
+    block_h: Optional[int] = None
+    block_m: Optional[int] = None
+    block_k: Optional[int] = None
+
+
 def norm_pair_linear(x, residual, weight, eps, epilogue, out=None, residual_out=None, positions=None, cos_sin=None,
-                     head_dim=None, rot_heads=0, block_h=None, block_m=None, block_k=None):
+                     head_dim=None, rot_heads=0, launch: NormPairLaunch | None = None):
     """See ``norm_pair_linear_ref``. ``weight`` is W diag(g) (the norm weight folded in). Returns ``(out, residual)``.
-    ``block_h`` / ``block_m`` / ``block_k`` override the launch configuration (tuning)."""
+    ``launch``: a NormPairLaunch fixing the launch (tests, benchmarks); None: the rules."""
+    lc = launch or NormPairLaunch()
     shape = check(x, residual, weight, epilogue, out, residual_out, positions, cos_sin, head_dim, rot_heads)
     M, K = x.shape
     N = weight.shape[0]
@@ -136,7 +149,7 @@ def norm_pair_linear(x, residual, weight, eps, epilogue, out=None, residual_out=
     if M == 0:
         return out, res_new
     rope = epilogue == "rope"
-    bh = int(block_h or default_block_h(M))
+    bh = int(lc.block_h or default_block_h(M))
     if rope:
         bh = min(bh, head_dim // 2)  # head_dim % 16 == 0: a power of two >= 8 that divides head_dim / 2
         while (head_dim // 2) % bh:
@@ -144,8 +157,8 @@ def norm_pair_linear(x, residual, weight, eps, epilogue, out=None, residual_out=
         nprog = N // head_dim * (head_dim // 2 // bh)
     else:
         nprog = triton.cdiv(N // 2, bh)
-    bm = int(block_m or min(max(16, triton.next_power_of_2(M)), MAX_BLOCK_M))
-    bk = int(block_k or BLOCK_K)
+    bm = int(lc.block_m or min(max(16, triton.next_power_of_2(M)), MAX_BLOCK_M))
+    bk = int(lc.block_k or BLOCK_K)
     bk1 = max(16, min(triton.next_power_of_2(K), SQ_TILE // bm))
     interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
     _norm_pair_linear_kernel[(nprog + (residual is not None), triton.cdiv(M, bm))](

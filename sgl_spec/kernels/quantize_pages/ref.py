@@ -66,7 +66,7 @@ def _dequant(upper, lower, s, z, draft: bool) -> torch.Tensor:
     return z + (s * 0.0625) * (c - 7.5)
 
 
-def quantize_pages(src_k, src_v, src_row, page_ids, store):
+def quantize_pages(src_k, src_v, src_row, page_ids, store, *, launch=None):  # launch: the Triton engine's (unused)
     """CPU twin of the Triton ``quantize_pages`` (contract in docs/CONTRACTS.md): gather the P rows
     ``src_row[i] … src_row[i]+P-1`` of ``src_k``/``src_v`` [T, H, D], quantize them and write page ``page_ids[i]`` of
     ``store`` (a PageStore) in place. Returns ``store``."""

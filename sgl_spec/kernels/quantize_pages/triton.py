@@ -17,6 +17,9 @@ rounding of a 1/16 boundary; the tests allow exactly that and nothing else.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import torch
 import triton
 import triton.language as tl
@@ -207,6 +210,16 @@ def launch_config(P: int, D: int, tiles: int):
     return max(1, min(half, ept * 16 * nw // P)), max(1, min(P, ept * 16 * nw // half)), nw
 
 
+@dataclass(frozen=True)
+class QuantizeLaunch:
+    """Fixed launch parameters for tests and benchmarks (``quantize_pages(..., launch=QuantizeLaunch(...))``; a
+    field left None takes ``launch_config``'s): ``key_cols`` (channel pairs per key program), ``val_rows`` (tokens
+    per value program), ``num_warps``; powers of 2. Every choice writes identical bytes."""
+    key_cols: Optional[int] = None
+    val_rows: Optional[int] = None
+    num_warps: Optional[int] = None
+
+
 def _check_pair(a: torch.Tensor, b: torch.Tensor, shape, dtype, what: str):
     for t in (a, b):
         if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
@@ -215,12 +228,10 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor, shape, dtype, what: str):
         raise ValueError(f"{what}: the two tensors must share strides (one stride set is passed to the kernel)")
 
 
-def quantize_pages(src_k, src_v, src_row, page_ids, store, *, key_cols=None, val_rows=None, num_warps=None):
+def quantize_pages(src_k, src_v, src_row, page_ids, store, *, launch: QuantizeLaunch | None = None):
     """Quantize pages ``page_ids[i]`` of ``store`` (PageStore, written in place) from rows
     ``src_row[i] … src_row[i]+P-1`` of ``src_k``/``src_v`` [T, Hkv, D] (any strides). Returns ``store``.
-
-    ``key_cols`` (channel pairs per key program), ``val_rows`` (tokens per value program), ``num_warps``: launch
-    tuning only (powers of 2; default ``launch_config``); every choice writes identical bytes."""
+    ``launch``: a QuantizeLaunch fixing the launch (tests, benchmarks); None: ``launch_config``."""
     if src_k.dim() != 3 or src_k.shape != src_v.shape:
         raise ValueError(f"src_k/src_v must be [T, H, D] of equal shape, got {tuple(src_k.shape)} {tuple(src_v.shape)}")
     if src_k.dtype not in _SRC_DTYPES or src_v.dtype != src_k.dtype:
@@ -255,7 +266,8 @@ def quantize_pages(src_k, src_v, src_row, page_ids, store, *, key_cols=None, val
     src_row, page_ids = src_row.contiguous(), page_ids.contiguous()
     half = triton.next_power_of_2(DH)
     cj, tp, nw = launch_config(P, D, n * H)
-    cj, tp, nw = key_cols or cj, val_rows or tp, num_warps or nw
+    lc = launch or QuantizeLaunch()
+    cj, tp, nw = lc.key_cols or cj, lc.val_rows or tp, lc.num_warps or nw
     for name, val, hi in (("key_cols", cj, half), ("val_rows", tp, P), ("num_warps", nw, 32)):
         if val & (val - 1) or not 1 <= val <= hi:
             raise ValueError(f"{name} must be a power of 2 in [1, {hi}], got {val}")
