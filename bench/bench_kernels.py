@@ -64,7 +64,7 @@ def parse_args(argv=None):
     ap.add_argument("--sink-pages", type=int, default=1)
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--impl", choices=["ops", "triton", "ref"], default="ops",
-                    help="ops: sgl_spec.ops dispatch (Triton on CUDA, refs on CPU)")
+                    help="ops: the server's dispatch, sgl_spec.kernels.<op> (Triton on CUDA, refs on CPU)")
     ap.add_argument("--mem-frac", type=float, default=0.6, help="skip configurations needing more device memory")
     ap.add_argument("--fi-timeout", type=float, default=240, help="seconds allowed for FlashInfer's JIT build")
     ap.add_argument("--eager", action="store_true", help="time plain calls instead of CUDA-graph replays")

@@ -42,6 +42,7 @@ import kernel_cases  # noqa: F401  (makes sgl_spec importable from this checkout
 from sgl_spec.kernels.draft_decode import draft_decode
 from sgl_spec.kernels.verify_attention import verify_attention
 from sgl_spec.pages import policies as pagetable
+from sgl_spec.pages.view import PageScores
 from sgl_spec.kernels.select_topk_pages.ref import page_counts
 from sgl_spec.kvcache.format import KVFormat
 
@@ -220,9 +221,9 @@ def run_config(a, name, m, ctx, B, t, gen):
     rtt[:, ::P] = pools[0].table * P
     has_pages = torch.ones(B, dtype=torch.bool, device=dev)
     for pol_name in a.policies:
-        backend = SimpleNamespace(cfg=policy_cfg(a, pol_name), page_scores=scores, page_table=lambda r: pools[0]
-                                  .table[r], page_table_source=lambda: (rtt[:, ::P], P), max_pages=maxp, device=dev)
-        pol = pagetable.POLICIES[backend.cfg.draft_pages](backend)
+        view = PageScores.of(policy_cfg(a, pol_name), scores, lambda r: pools[0].table[r],
+                             table_source=lambda: (rtt[:, ::P], P))
+        pol = pagetable.POLICIES[view.cfg.draft_pages](view)
 
         def step(pol=pol):
             pol.after_verify(rpi, q_start, new_len)

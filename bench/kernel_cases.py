@@ -234,3 +234,23 @@ def bytes_quantize(P, n) -> int:
 def bytes_select(L, num_eligible, kcap) -> int:
     B = len(num_eligible)
     return L * (sum(num_eligible) * HKV * 4 + B * kcap * (4 + 4) + B * 4)
+
+
+def relayout_scales(store: PageStore, mode: str) -> PageStore:
+    """The same pages with their scales and zeros laid out by ``mode`` (the kernels must read each of them,
+    tests/ops/test_draft_decode.py): "split" as allocated (four tensors); "packed": one buffer [pages, H, 2 D + 2 P] fp16 holding, per (page,
+    KV head), key scales, key zeros, value scales and value zeros side by side (one 768-byte run at P = 64 instead of
+    four runs in four tensors; the four tensors are views of it); "alias": every page reads page 0's scales and zeros
+    (page stride 0: the scale bytes come from L2, the kernels' instructions unchanged)."""
+    if mode == "split":
+        return store
+    ks, kz, vs, vz = store.k_scale, store.k_zero, store.v_scale, store.v_zero
+    if mode == "alias":
+        return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower,
+                         *(t[:1].expand_as(t) for t in (ks, kz, vs, vz)))
+    if mode != "packed":
+        raise ValueError(f"scale layout must be split, packed or alias, got {mode!r}")
+    d, p = ks.shape[2], vs.shape[2]
+    buf = torch.cat([ks, kz, vs, vz], dim=2).contiguous()
+    return PageStore(store.k_upper, store.k_lower, store.v_upper, store.v_lower, buf[..., :d], buf[..., d:2 * d],
+                     buf[..., 2 * d:2 * d + p], buf[..., 2 * d + p:])

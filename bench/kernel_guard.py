@@ -1,5 +1,5 @@
 """Correctness guard of the kernel benchmark: before anything is timed, every kernel under test is compared with
-its pure-torch twin (``kernels/*_ref.py``) and every BF16 baseline with an fp32 attention on one small batch of
+its pure-torch twin (``sgl_spec/kernels/<op>/ref.py``) and every BF16 baseline with an fp32 attention on one small batch of
 odd-length requests. The numbers of a wrong kernel are worthless, so a failing kernel aborts the run; a failing
 baseline is dropped (it would be measured doing something else than attention over the cache).
 

@@ -1,5 +1,5 @@
 """Which kernels bench/bench_kernels.py times: the ops of its ``--kernels`` and, per op, the implementation of
-``--impl`` (the server's dispatch in sgl_spec.ops, the Triton kernel, or the pure-torch reference) beside its
+``--impl`` (the server's dispatch, ``sgl_spec.kernels.<op>``, the Triton kernel, or the pure-torch reference) beside its
 reference. A missing module is reported and its kernels dropped, so one broken op does not stop the grid."""
 from __future__ import annotations
 
@@ -20,28 +20,27 @@ def load_kernels(a, log):
         if os.environ.get("TRITON_INTERPRET") != "1":
             sys.exit("--impl triton on CPU needs TRITON_INTERPRET=1 in the environment")
         _patch_interpreter_scalar_index()
-    import sgl_spec.ops as ops
-
     for op in sorted({OPS[k] for k in a.kernels}):
         try:
-            refs[op] = getattr(importlib.import_module(f"sgl_spec.kernels.{op}_ref"), op)
+            refs[op] = getattr(importlib.import_module(f"sgl_spec.kernels.{op}.ref"), op)
         except (ImportError, AttributeError) as e:
-            log(f"[kernels] {op}: MISSING reference sgl_spec.kernels.{op}_ref ({e}): its kernels are skipped")
+            log(f"[kernels] {op}: MISSING reference sgl_spec.kernels.{op}.ref ({e}): its kernels are skipped")
             continue
         try:
-            triton_fn = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)
+            triton_fn = getattr(importlib.import_module(f"sgl_spec.kernels.{op}.triton"), op)
         except (ImportError, AttributeError) as e:
             triton_fn = None
-            log(f"[kernels] {op}: MISSING Triton module sgl_spec.kernels.{op} ({type(e).__name__}: {e})")
+            log(f"[kernels] {op}: MISSING Triton module sgl_spec.kernels.{op}.triton ({type(e).__name__}: {e})")
+        dispatch = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)  # the server's engine choice
         if a.impl == "ref":
             impls[op] = refs[op]
         elif a.impl == "triton" or a.device == "cuda":
             if triton_fn is None:
                 log(f"[kernels] {op}: skipped (no Triton kernel to time)")
                 continue
-            impls[op] = triton_fn if a.impl == "triton" else getattr(ops, op)
+            impls[op] = triton_fn if a.impl == "triton" else dispatch
         else:
-            impls[op] = getattr(ops, op)  # CPU: ops dispatches to the reference
+            impls[op] = dispatch  # CPU: the dispatch runs the reference
     return impls, refs
 
 

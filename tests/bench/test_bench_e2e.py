@@ -230,7 +230,7 @@ def test_smoke_run_end_to_end(tmp_path):
     bench_e2e.main(["--smoke", "--ctx", "160", "--batch", "1,3", "--gen", "24", "--out", str(out), "--no-plot",
                     "--budget-s", "400"])
     doc = json.loads((out / "e2e.json").read_text())
-    assert doc["meta"]["versions"]["torch"] and "bench/bench_e2e.py" in doc["meta"]["command"]
+    assert doc["meta"]["versions"]["torch"] and doc["meta"]["command"] and doc["meta"]["date"]
     rows = {(r["mode"], r["batch"]): r for r in doc["rows"]}
     assert set(rows) == {("bf16", 1), ("bf16", 3), ("spec-topk", 1), ("spec-topk", 3)}
     for (mode, b), r in rows.items():
