@@ -1,6 +1,6 @@
 """Shared inputs of the GPU kernel tests (the ``gpu``-marked tests of tests/ops/test_draft_decode.py,
-test_quantize_pages.py, test_select_topk.py, test_norm_pair_linear.py; test_verify_gpu.py,
-test_verify_copy_warp_gpu.py, test_verify_lane_sums_gpu.py): Llama-3-8B attention shapes (Hq=32, Hkv=8, D=128, bf16
+test_quantize_pages.py, test_select_topk.py, test_norm_pair_linear.py, test_verify_attention.py and
+test_verify_attention_gluon.py): Llama-3-8B attention shapes (Hq=32, Hkv=8, D=128, bf16
 K/V), a random batch of quantized pages with poisoned unused slots, and the tolerance every comparison uses. The tests
 run page sizes 64 and 128, batches 1/3/17 and contexts of 1, 63 and 4097 tokens with the other requests of a batch at
 random shorter lengths.
@@ -30,8 +30,8 @@ ATOL = RTOL = 2e-2
 def _kernels(op):
     import importlib
 
-    tri = getattr(importlib.import_module(f"sgl_spec.kernels.{op}"), op)
-    ref = getattr(importlib.import_module(f"sgl_spec.kernels.{op}_ref"), op)
+    tri = getattr(importlib.import_module(f"sgl_spec.kernels.{op}.triton"), op)
+    ref = getattr(importlib.import_module(f"sgl_spec.kernels.{op}.ref"), op)
     return tri, ref
 
 
