@@ -39,6 +39,7 @@ import torch
 
 import common
 import kernel_cases  # noqa: F401  (makes sgl_spec importable from this checkout)
+from kernel_timing import wall_ms
 from sgl_spec.kernels.draft_decode import draft_decode
 from sgl_spec.kernels.verify_attention import verify_attention
 from sgl_spec.pages import policies as pagetable
@@ -137,15 +138,7 @@ def draft_pages(pool, ctx, a, gen):
 # ---- timing --------------------------------------------------------------------------------------------------------
 def timer(a):
     if a.device == "cpu":
-        def cpu(fn):
-            fn()
-            ts = []
-            for _ in range(2):
-                t0 = time.perf_counter()
-                fn()
-                ts.append((time.perf_counter() - t0) * 1e3)
-            return statistics.median(ts)
-        return cpu
+        return wall_ms
     import triton.testing
 
     def graphed(fn):

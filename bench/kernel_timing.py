@@ -55,16 +55,18 @@ def make_timer(a):
 
         return graphed
 
-    def cpu_timer(fn, reps=2):  # smoke only: wall clock, median of a few calls
-        fn()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(ts)
+    return wall_ms
 
-    return cpu_timer
+
+def wall_ms(fn, reps=2) -> float:
+    """CPU smoke runs: wall clock, median of a few calls after one warm-up call."""
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ts)
 
 
 def rotate(fns):
