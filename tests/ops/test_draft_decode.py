@@ -85,7 +85,7 @@ def dense_oracle(args):
 # multiplies centred codes |u - 8| <= 8, so a score moves by ~2^-11 of sqrt(Σ_j (q_j s_j 8)^2) (~1e-3 log2-units here,
 # the keys have outlier channels); p*s_v is rounded to fp16 (2^-11). Hot tokens: fp16 operands as stored, p rounded to
 # fp16 (2^-11), or fp32 operands (bf16 under the interpreter, fp32 models: 16-bit inputs are exact in tf32; p is
-# rounded to tf32, 2^-11, on the GPU; the GPU's bf16 p, 2^-9, is checked by the GPU tests and bench/dev_kernels.py at
+# rounded to tf32, 2^-11, on the GPU; the GPU's bf16 p, 2^-9, is checked by the gpu-marked tests at
 # 1e-2). Rounding the output to the q dtype adds half an ulp: 2^-9 (bf16), 2^-11 (fp16) relative. Outputs are O(1)
 # (|out| <= ~3.5); measured errors stay below 1/4 of these bounds (max 1.5e-2 for bf16, of which 7.6e-3 is the output
 # rounding; 3e-3 for fp16/fp32), so a wrong scale, zero term or ring index (errors >= 1) cannot pass.
