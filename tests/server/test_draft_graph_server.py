@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness import launch_server
-from test_quantspec_server import COMMON, INT8_ARGS, PROMPTS, SPEC_ARGS, _gen
+from test_quantspec_server import COMMON, PROMPTS, SPEC_ARGS, _gen
 
 pytestmark = pytest.mark.server
 
@@ -29,9 +29,9 @@ UNFUSED = ["--quantspec-fused-draft", "off"]
 
 
 @pytest.fixture(scope="module")
-def int8_ref(tiny_llama_fp32):
-    with launch_server(tiny_llama_fp32, INT8_ARGS) as srv:
-        return {i: _gen(srv, PROMPTS[i])["output_ids"] for i in sorted(set(range(16)) | set(IDX))}
+def int8_ref(tiny_int8_outputs):
+    """The INT8-only mode's outputs (tests/server/conftest.py), by prompt index."""
+    return dict(enumerate(tiny_int8_outputs[0]))
 
 
 def _replays(srv):

@@ -45,17 +45,15 @@ def _gen(srv, ids, **sp):
 
 
 @pytest.fixture(scope="module")
-def int8_outputs(tiny_llama_fp32):
-    """Greedy outputs (and logprobs) of the non-speculative INT8 mode, one request at a time."""
-    with launch_server(tiny_llama_fp32, INT8_ARGS) as srv:
-        res = [_gen(srv, p) for p in PROMPTS]
-    return [r["output_ids"] for r in res], [[lp[0] for lp in r["meta_info"]["output_token_logprobs"]] for r in res]
+def int8_outputs(tiny_int8_outputs):
+    """Greedy outputs (and logprobs) of the non-speculative INT8 mode, one request at a time (conftest.py)."""
+    return tiny_int8_outputs
 
 
 @pytest.fixture(scope="module")
-def spec_server(tiny_llama_fp32):
-    with launch_server(tiny_llama_fp32, SPEC_ARGS) as srv:
-        yield srv
+def spec_server(tiny_spec_server):
+    tiny_spec_server.flush_cache()  # shared with test_penalties_server.py: start from an empty radix cache
+    return tiny_spec_server
 
 
 @pytest.fixture(scope="module")

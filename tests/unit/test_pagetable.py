@@ -1,21 +1,21 @@
 """Draft page policies (sgl_spec/pages/policies.py) on the real attention backend, and the flag that picks them.
 
 Unit tests drive ``QuantSpecAttnBackend`` the way SGLang does (tests/unit/test_backend.py's ``Sim``: real pool, real
-ring, real quantized pages, fp32) and check which pages each policy hands to ``draft_mode``. The server test proves
-the policies stay lossless: greedy output with each of them equals the INT8-only mode's.
+ring, real quantized pages, fp32) and check which pages each policy hands to ``draft_mode``.
+tests/server/test_policies_server.py proves the policies stay lossless: greedy output with each of them equals the
+INT8-only mode's.
 """
 import dataclasses
 import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from harness import launch_server, server_env
+from harness import server_env
 from sgl_spec.pages import policies as pagetable
 from sgl_spec.kvcache.backend import QuantSpecAttnBackend
 from sgl_spec.kernels.verify_attention.ref import verify_attention as verify_ref
@@ -71,15 +71,6 @@ def test_policy_factory_and_what_the_verify_computes():
     assert pagetable.draft_pages(dense.backend).dense
     assert pagetable.draft_pages(SimpleNamespace()).dense  # a stock backend: dense (its own target view)
     assert pagetable.draft_pages(SimpleNamespace()).for_round(None, None, None) == (None, None)
-
-
-def test_study_policies_are_imported_only_when_chosen():
-    """sgl_spec/experimental/ (topk-last, per-request) stays out of a server that does not name them."""
-    code = ("import sys; import sgl_spec.pages.policies as p, sgl_spec.speculative.worker, sgl_spec.kvcache.backend; "
-            "assert not [m for m in sys.modules if m.startswith('sgl_spec.experimental')], sys.modules.keys(); "
-            "assert p.policy_class('per-request').__name__ == 'PerRequestPages'; "
-            "assert p.policy_class('topk-last').__name__ == 'TopkLastPages'")
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2], env=server_env())
 
 
 def test_streaming_takes_sinks_and_newest_pages_every_round():
@@ -250,6 +241,10 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
                        quantspec_draft_pages="lru")
         except ValueError as e:
             res["kwargs"] = str(e)
+        # sgl_spec/experimental/ (topk-last, per-request) stays out of a server that does not name them
+        import sgl_spec.kvcache.backend, sgl_spec.pages.policies as p, sgl_spec.speculative.worker
+        res["experimental imported"] = sorted(m for m in sys.modules if m.startswith("sgl_spec.experimental"))
+        res["study classes"] = [p.policy_class(n).__name__ for n in ("topk-last", "per-request")]
         print("RESULT " + json.dumps(res))
     """)
     proc = subprocess.run([sys.executable, "-c", script, json.dumps(cases), str(tiny_llama_fp32)], env=server_env(),
@@ -267,60 +262,4 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
     assert res["int8 only"].startswith("ValueError: --quantspec-draft-pages only applies with")
     assert res["bad choice"] == "SystemExit 2"
     assert res["kwargs"].startswith("--quantspec-draft-pages must be one of topk, streaming, topk-last, per-request")
-
-
-# ---- lossless in a real server -------------------------------------------------------------------------------------
-COMMON = ["--dtype", "float32", "--page-size", str(P), "--chunked-prefill-size", "64"]
-PROMPT_LENS = [33, 97, 129, 180]  # one page + 1, several pages (chunked), a page boundary + 1, the longest
-
-
-def _prompts():
-    g = torch.Generator().manual_seed(11)
-    return [torch.randint(1, 8000, (n,), generator=g).tolist() for n in PROMPT_LENS]
-
-
-def _generate(srv, ids, label=None):
-    params = {"max_new_tokens": 24, "temperature": 0.0, "ignore_eos": True}
-    if label is not None:  # --quantspec-draft-pages per-request: the request's policy (sgl_spec/experimental/page_study.py)
-        params["custom_params"] = {"quantspec_draft": label}
-    return srv._json(srv.post("/generate", {"input_ids": ids, "sampling_params": params}))
-
-
-@pytest.mark.server
-def test_every_policy_is_lossless_in_the_server(tiny_llama_fp32):
-    prompts = _prompts()
-    with launch_server(tiny_llama_fp32, COMMON + ["--attention-backend", "quantspec"]) as srv:
-        ref = [_generate(srv, p)["output_ids"] for p in prompts]
-    # plain topk: tests/server/test_quantspec_server.py. Ratio 0.5 for the options: k - sinks >= 2 from 5 pages on, so
-    # recent pages are forced; the per-request server mixes four policies (one unlabelled) in its batches.
-    labels = ["topk+r0.5+max@0.5", "streaming@0.3", "topk+ema0.5@0.2", None]
-    for policy, ratio, extra in (("streaming", 0.1, []), ("topk-last", 0.1, []),
-                                 ("topk", 0.5, ["--quantspec-recent-share", "0.5", "--quantspec-score-smoothing", "ema"]),
-                                 ("per-request", 0.1, [])):
-        args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio",
-                         str(ratio), "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy,
-                         "--quantspec-speculate", "always", *extra]
-        with launch_server(tiny_llama_fp32, args) as srv:
-            got = [_generate(srv, p, labels[i] if policy == "per-request" else None) for i, p in enumerate(prompts)]
-        assert [g["output_ids"] for g in got] == ref, policy
-        assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got), policy
-
-
-@pytest.mark.server
-def test_topk_head_is_lossless_in_the_server(tiny_llama_fp32):
-    """Per-kv-head page tables (--quantspec-draft-pages topk-head, and topk-head labels mixed with per-layer ones in a
-    per-request server): greedy output identical to the INT8-only mode."""
-    prompts = _prompts()
-    with launch_server(tiny_llama_fp32, COMMON + ["--attention-backend", "quantspec"]) as srv:
-        ref = [_generate(srv, p)["output_ids"] for p in prompts]
-    labels = ["topk-head+r0.25+max@0.5", "topk@0.3", "topk-head+ema0.5@0.2", "streaming@0.3"]
-    for policy, extra in (("topk-head", ["--quantspec-score-smoothing", "max"]), ("per-request", [])):
-        args = COMMON + ["--spec-algo", "quantspec", "--speculative-num-steps", "3", "--quantspec-topk-ratio", "0.3",
-                         "--quantspec-min-pages", "1", "--quantspec-draft-pages", policy, "--quantspec-speculate",
-                         "always", *extra]
-        with launch_server(tiny_llama_fp32, args) as srv:
-            got = [_generate(srv, p, labels[i] if policy == "per-request" else None) for i, p in enumerate(prompts)]
-            log = srv.log_path.read_text(errors="replace")
-        assert [g["output_ids"] for g in got] == ref, policy
-        assert all(g["meta_info"]["spec_verify_ct"] > 0 for g in got), policy
-        assert "topk-head pages" in log or policy == "per-request", log[-2000:]
+    assert res["experimental imported"] == [] and res["study classes"] == ["TopkLastPages", "PerRequestPages"]
