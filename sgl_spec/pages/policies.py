@@ -20,7 +20,6 @@ filtering/merging between two rounds does not matter.
 """
 from __future__ import annotations
 
-import importlib
 import math
 
 import torch
@@ -167,17 +166,22 @@ class TopkHeadPages(TopkPages):
 
 
 POLICIES = {"topk": TopkPages, "topk-head": TopkHeadPages, "streaming": StreamingPages}
-# study policies: module:class, imported by policy_class() only when the flag names them
-EXPERIMENTAL = {"topk-last": "sgl_spec.experimental.topk_last:TopkLastPages",
-                "per-request": "sgl_spec.experimental.page_study:PerRequestPages"}
+EXPERIMENTAL = ("topk-last", "per-request")  # study policies: imported by policy_class() only when the flag names them
 
 
 def policy_class(name: str):
     """The policy class of a ``--quantspec-draft-pages`` value (a study policy's module is imported here)."""
     if name in POLICIES:
         return POLICIES[name]
-    module, cls = EXPERIMENTAL[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    if name == "topk-last":
+        from sgl_spec.experimental.topk_last import TopkLastPages
+
+        return TopkLastPages
+    if name == "per-request":
+        from sgl_spec.experimental.page_study import PerRequestPages
+
+        return PerRequestPages
+    raise ValueError(f"unknown draft page policy {name!r}")
 
 
 def draft_pages(backend) -> "DensePages | StreamingPages":
