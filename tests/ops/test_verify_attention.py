@@ -312,9 +312,13 @@ def test_row_independence(monkeypatch, impl):
     full, _ = run(fn, case, 0.125, True)
     for i in range(NQ):
         single, _ = run(fn, (q[:, i:i + 1].contiguous(), store, pt, qs + i, hk, hv, hs), 0.125, True)
-        if impl == "triton":
+        if impl == "triton" and full.is_cuda:
             # fixed row tile and page partition: the same arithmetic per row, so bit-identical
             assert torch.equal(single[:, 0], full[:, i]), (i, (single[:, 0] - full[:, i]).abs().max())
+        elif impl == "triton":
+            # the interpreter runs tl.dot as numpy matmuls, whose BLAS may sum a 1-row and a 5-row tile in another
+            # order: fp32 rounding, then at most one fp16 ulp of the output (2^-10 relative)
+            torch.testing.assert_close(single[:, 0], full[:, i], atol=2 ** -14, rtol=2 ** -10)
         else:
             # the reference's batched einsum may sum in another order for other shapes: fp32 rounding only
             torch.testing.assert_close(single[:, 0], full[:, i], atol=1e-5, rtol=0)
