@@ -5,5 +5,6 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 # A fresh clone has no environment yet: build it first (scripts/setup_env.sh is idempotent).
 [ -x "$VENV/bin/python" ] || bash scripts/setup_env.sh "$VENV"
-# --durations: the CI budget is 90 minutes on 2 cores; the slowest tests are listed in every log.
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=10 tests "$@"
+# Two workers (one a core), each file's tests on one worker (its module-scoped servers stay shared); --durations:
+# the slowest tests are listed in every log.
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests "$@"

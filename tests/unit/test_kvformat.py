@@ -1,9 +1,6 @@
 """The nibble-plane page format (sgl_spec/kvcache/format.py) and its reference quantizer (sgl_spec/kernels/quantize_pages/ref.py):
-bit-exact packing, directed fp16 rounding, error bounds of both views, extreme inputs, the CPU store path, and the
-coexistence of our ``sgl_spec.kernels`` with PyPI's ``kernels`` package."""
-import os
-import subprocess
-import sys
+bit-exact packing, directed fp16 rounding, error bounds of both views, extreme inputs and the CPU store path
+(the coexistence of ``sgl_spec.kernels`` with PyPI's ``kernels``: test_packaging.py)."""
 
 import pytest
 import torch
@@ -170,25 +167,3 @@ def test_format_validation_and_accounting():
     fmt = KVFormat(64, 8, 128)
     assert fmt.bits_per_element() == (8.5, 8.25) and fmt.bits_per_element(draft=True) == (4.5, 4.25)
     assert fmt.bytes_per_token_per_layer() == (8.5 + 8.25) * 8 * 128 / 8
-
-
-# ---- packaging -------------------------------------------------------------------------------------------------------
-def test_pypi_kernels_and_sgl_spec_kernels_coexist(tmp_path):
-    """``import kernels`` must be PyPI's package (transformers imports it; sglang depends on it), while our folder is
-    importable only as ``sgl_spec.kernels``. Checked in a fresh interpreter started outside the repository, as a user
-    runs it: ``python -m pytest`` itself puts the repo root (and so our ``sgl_spec/kernels/`` folder) first on sys.path."""
-    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = (
-        "import os, kernels, sgl_spec.kernels.quantize_pages.triton as q, sgl_spec.kernels.select_topk_pages.triton as s\n"
-        "print(os.path.realpath(kernels.__file__)); print(os.path.realpath(q.__file__))\n"
-        "print(callable(getattr(kernels, 'get_kernel', None)))\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0, res.stderr
-    pypi_file, ours_file, has_get_kernel = res.stdout.split()
-    ours_dir = os.path.join(os.path.realpath(repo_root), "kernels") + os.sep  # not the repo: .venv may live inside it
-    assert not pypi_file.startswith(ours_dir), f"'import kernels' resolved to our folder: {pypi_file}"
-    assert "site-packages" in pypi_file and has_get_kernel == "True"
-    assert ours_file == os.path.realpath(os.path.join(repo_root, "kernels", "quantize_pages.py"))
