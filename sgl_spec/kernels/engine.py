@@ -65,7 +65,7 @@ def gluon_support(op: str, device, *, page_size: int, head_dim: int, group: int,
     if op == "draft":
         from sgl_spec.kernels.draft_decode import launch as dl
 
-        return dl.gluon_draft_shapes(page_size, head_dim, group) or gluon_device_support(device, "draft")
+        return dl.gluon_draft_support(device, page_size, head_dim, group)
     if op == "verify":
         from sgl_spec.kernels.verify_attention import gluon_rules as vgr
 

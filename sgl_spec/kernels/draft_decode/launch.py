@@ -9,8 +9,7 @@ from typing import Optional
 import torch
 import triton
 
-from sgl_spec.kernels.engine import GLUON_PAGE_SIZES, gluon_device_support  # noqa: F401  (gluon_device_support:
-# imported from here by verify_attention/gluon_rules.py)
+from sgl_spec.kernels.engine import GLUON_PAGE_SIZES, gluon_device_support
 
 # page size -> (num_warps, num_stages, prefetch, maxnreg, programs_per_sm): P <= 64 one 4-warp wgmma tile with one
 # page prefetched in registers at 128 registers (4 programs an SM); P = 128 8 warps and Triton's cp.async pipeline

@@ -4,8 +4,9 @@ launch gets (row tiles, SLIM, value-page branches, copy warp, page scores stored
 measurements behind each rule: docs/KERNELS.md, "verify_attention"."""
 from __future__ import annotations
 
+from sgl_spec.kernels.engine import GLUON_PAGE_SIZES, gluon_device_support  # 128: two 64-token sub-pages (SUB = 2)
+
 GLUON_PAGE_SIZE, GLUON_HEAD_DIM, GLUON_MAX_ROWS = 64, 128, 32  # the tile the layouts hard-code (rows: NQ * G)
-GLUON_PAGE_SIZES = (64, 128)  # 128: each page as two 64-token sub-pages (SUB = 2, _sub_page)
 PROGRAMS_PER_SM = 2  # 4 warps at up to 255 registers: 2 programs (8 warps) an SM, for the split rules
 NUM_WARPS = 4
 COPY_WARP_GROUPS = (4,)  # G whose launches take the copy-warp form (copy_warp_form)
@@ -48,8 +49,6 @@ def gluon_verify_shapes(page_size: int, half_dim: int, group: int, nq: int) -> s
 
 def gluon_verify_support(device, page_size: int, head_dim: int, group: int, nq: int) -> str:
     """'' where ``verify_attention(engine="gluon")`` runs for windows of ``nq`` rows, else why not (one line)."""
-    from sgl_spec.kernels.draft_decode.launch import gluon_device_support
-
     return gluon_verify_shapes(page_size, head_dim // 2, group, nq) or gluon_device_support(device, "verify")
 
 
