@@ -84,13 +84,12 @@ def prompts(model_dir):
 
 @pytest.fixture(scope="module")
 def int8_results(model_dir, prompts):
-    """The non-speculative INT8 mode, one request at a time (cache flushed: every prompt prefilled cold)."""
-    with launch_server(model_dir, INT8_ARGS) as srv:
-        res = []
-        for _, ids in prompts:
-            srv.flush_cache()
-            res.append(_gen(srv, ids, return_logprob=True))
-    return res
+    """The non-speculative INT8 mode, every prompt prefilled cold (no radix cache), all requests at once: the
+    speculative server's batch-1 outputs must equal these batched ones, and its batched outputs its batch-1 ones
+    (test_sixteen_concurrent_mixed_lengths_equal_batch_one)."""
+    with launch_server(model_dir, INT8_ARGS + ["--disable-radix-cache"]) as srv:
+        with ThreadPoolExecutor(len(prompts)) as ex:
+            return list(ex.map(lambda p: _gen(srv, p[1], return_logprob=True), prompts))
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +186,8 @@ def test_sixteen_concurrent_mixed_lengths_equal_batch_one(spec_server, prompts, 
 def test_disable_radix_cache_changes_nothing(model_dir, prompts, spec_results, spec_server):
     """Runs after the radix-cache server's tests (module order); that server idles meanwhile."""
     idx = [1, 4, 8, 13, 17, 20, 21]
-    with launch_server(model_dir, SPEC_ARGS + ["--disable-radix-cache"]) as srv:
-        got = [_gen(srv, prompts[i][1]) for i in idx]
+    with launch_server(model_dir, SPEC_ARGS + ["--disable-radix-cache"]) as srv, ThreadPoolExecutor(len(idx)) as ex:
+        got = list(ex.map(lambda i: _gen(srv, prompts[i][1]), idx))
     assert all(g["meta_info"]["cached_tokens"] == 0 for g in got)
     assert [g["output_ids"] for g in got] == [spec_results[i]["output_ids"] for i in idx]
 
