@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command: CPU tests + Triton kernels under the interpreter (GPU tests skip themselves without CUDA).
+# Arguments replace the default target (tests): e.g. bash scripts/test.sh tests/server/test_quantspec_server.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -7,4 +8,5 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || bash scripts/setup_env.sh "$VENV"
 # Two workers (one a core), each file's tests on one worker (its module-scoped servers stay shared); --durations:
 # the slowest tests are listed in every log.
-exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 tests "$@"
+[ $# -gt 0 ] || set -- tests
+exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 "$@"

@@ -9,12 +9,12 @@ Two ways to turn quantspec on (both use the same KV pool and attention backend):
 * ``--attention-backend quantspec`` alone: the INT8-only, non-speculative mode (the INT8 KV cache and its attention
   view, no drafting) - the baseline, and the model that the speculative mode reproduces token for token.
 
-SGLang builds ``ServerArgs`` from argparse fields only, so our flags travel beside it: ``plugin.py`` stashes them on
-the instance (``_quantspec_flags``) before ``__post_init__`` runs, and ``configure`` (called from inside
-``__post_init__``) validates everything, adjusts SGLang's settings and stores the frozen ``QuantSpecConfig`` as
-``server_args._quantspec``. That attribute is pickled with ``server_args`` into every scheduler process, so the
-pool and the backend read the very object that was validated here. Every wrong setting raises ``ValueError`` with
-one line naming the flag to change.
+SGLang builds ``ServerArgs`` from its own fields only, so our flags travel beside it: the installed SGLang's adapter
+(sgl_spec/patches/) stashes them on the record (``_quantspec_flags``) before SGLang resolves it, and ``configure``
+(called during that resolution) validates everything, declares its adjustments of SGLang's settings and stores the
+frozen ``QuantSpecConfig`` as ``server_args._quantspec``. That attribute is pickled with ``server_args`` into every
+scheduler process, so the pool and the backend read the very object that was validated here. Every wrong setting
+raises ``ValueError`` with one line naming the flag to change.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Optional
 
 from sgl_spec.flags import FLAGS, check_draft_options
 from sgl_spec.kvcache.format import SUPPORTED_PAGE_SIZES, KVFormat
+from sgl_spec.patches import sglang
 
 logger = logging.getLogger(__name__)
 
@@ -93,30 +94,32 @@ def get_config(server_args) -> Optional[QuantSpecConfig]:
 
 
 def configure(server_args) -> Optional[QuantSpecConfig]:
-    """Validate, adjust ``server_args`` for quantspec and store the config. Idempotent (runs inside
-    ``ServerArgs.__post_init__``, from both the spec algorithm's hooks and a hook after speculative handling)."""
-    if "_quantspec" in vars(server_args):
+    """Validate, adjust ``server_args`` for quantspec and store the config. Idempotent (runs during SGLang's
+    argument resolution, from the spec algorithm's hooks and from a hook after speculative handling); a stand-in
+    record (SGLang 0.5.23 hands one to a custom algorithm's callbacks) is left to the hook on the record itself."""
+    sa = sglang()
+    if not sa.is_record(server_args):
+        return None
+    if sa.has_private(server_args, "_quantspec"):
         return server_args._quantspec
-    flags = dict(getattr(server_args, "_quantspec_flags", None) or {})
-    speculative = (server_args.speculative_algorithm or "").upper() == ALGO_NAME
+    flags = sa.flags_of(server_args)
+    view = sa.view(server_args)
+    speculative = (view.speculative_algorithm or "").upper() == ALGO_NAME
     enabled = speculative or bool(flags.pop("attention_backend", False))
     given = {k: v for k, v in flags.items() if k in FLAGS and v is not None}
     if not enabled:
         if given:
             flag = "--" + next(iter(given)).replace("_", "-")
             raise ValueError(f"{flag} only applies with --speculative-algorithm {ALGO_NAME}")
-        object.__setattr__(server_args, "_quantspec", None)
+        sa.set_private(server_args, "_quantspec", None)
         return None
 
-    from sglang.srt.arg_groups.overrides import resolved_view
-
-    view = resolved_view(server_args)
-    _check_deployment(server_args, view)
+    _check_deployment(view)
     page_size = _resolve_page_size(server_args, view)
     _check_model(server_args)
     opts = {k: (given[k] if k in given else default) for k, (default, _) in FLAGS.items()}
     if speculative:
-        gamma = _configure_speculation(server_args, page_size)
+        gamma = _configure_speculation(server_args, view, page_size)
         check_draft_options(opts, given)
     else:
         if given:
@@ -130,7 +133,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
             why = gluon_page_size_error(which, opts[f"quantspec_{which}_kernel"], page_size)
             if why:
                 raise ValueError(why)
-    _configure_runtime(server_args)
+    _configure_runtime(server_args, view)
     cfg = QuantSpecConfig(
         speculative=speculative, page_size=page_size, num_draft_steps=gamma,
         topk_ratio=float(opts["quantspec_topk_ratio"]), min_pages=int(opts["quantspec_min_pages"]),
@@ -141,42 +144,38 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         draft_kernel=str(opts["quantspec_draft_kernel"]), verify_kernel=str(opts["quantspec_verify_kernel"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
     )
-    object.__setattr__(server_args, "_quantspec", cfg)
+    sa.set_private(server_args, "_quantspec", cfg)
     logger.info("%s", cfg.describe())
     return cfg
 
 
 # ---- checks and adjustments ----------------------------------------------------------------------------------------
 def _declare(server_args, **fields) -> None:
-    """Set resolvable fields through SGLang's declaration stash: a plain assignment during ``__post_init__`` would
-    be overwritten by the stash when SGLang materializes its resolved settings at the end."""
-    from sglang.srt.arg_groups.overrides import run_post_process_pass
-
-    def quantspec_settings(view):
-        return dict(fields)
-
-    run_post_process_pass(server_args, quantspec_settings)
+    """Set resolvable fields through SGLang's declarations (the adapter of the installed SGLang)."""
+    sglang().declare(server_args, **fields)
 
 
-def _check_deployment(server_args, view) -> None:
-    if server_args.device not in ("cuda", "cpu"):
-        raise ValueError(f"quantspec runs on CUDA or CPU devices, not --device {server_args.device}")
+def _check_deployment(view) -> None:
+    if view.device not in ("cuda", "cpu"):
+        raise ValueError(f"quantspec runs on CUDA or CPU devices, not --device {view.device}")
     for flag in ("prefill_attention_backend", "decode_attention_backend"):
         if getattr(view, flag, None) == BACKEND_NAME:
             raise ValueError(f"use --attention-backend {BACKEND_NAME} (for all phases) instead of "
                              f"--{flag.replace('_', '-')} {BACKEND_NAME}")
     unsupported = [
-        (server_args.disaggregation_mode != "null", "--disaggregation-mode (quantized pages cannot be transferred)"),
-        (server_args.enable_hierarchical_cache, "--enable-hierarchical-cache (HiCache)"),
-        (server_args.enable_hisparse, "--enable-hisparse"),
-        ((server_args.dcp_size or 1) > 1, "--dcp-size > 1 (decode context parallelism)"),
-        ((server_args.attn_cp_size or 1) > 1 or server_args.enable_prefill_cp, "context-parallel attention"),
-        (view.enable_dp_attention, "--enable-dp-attention"),
-        (server_args.enable_two_batch_overlap, "--enable-two-batch-overlap"),
-        (server_args.enable_pdmux, "--enable-pdmux"),
-        (server_args.enable_torch_compile, "--enable-torch-compile"),
-        (server_args.kv_cache_dtype not in ("auto", "bfloat16", "bf16", "float16", "fp16", "float32"),
-         f"--kv-cache-dtype {server_args.kv_cache_dtype} (quantspec quantizes the KV cache itself)"),
+        (view.disaggregation_mode != "null", "--disaggregation-mode (quantized pages cannot be transferred)"),
+        (view.enable_hierarchical_cache, "--enable-hierarchical-cache (HiCache)"),
+        (view.enable_hisparse, "--enable-hisparse"),
+        ((view.dcp_size or 1) > 1, "--dcp-size > 1 (decode context parallelism)"),
+        ((getattr(view, "attn_cp_size", 1) or 1) > 1 or getattr(view, "enable_prefill_cp", False),
+         "context-parallel attention"),
+        (getattr(view, "enable_dp_attention", False) or (getattr(view, "attn_dp_size", 1) or 1) > 1,
+         "data-parallel attention"),
+        (view.enable_two_batch_overlap, "--enable-two-batch-overlap"),
+        (view.enable_pdmux, "--enable-pdmux"),
+        (view.enable_torch_compile, "--enable-torch-compile"),
+        (view.kv_cache_dtype not in ("auto", "bfloat16", "bf16", "float16", "fp16", "float32"),
+         f"--kv-cache-dtype {view.kv_cache_dtype} (quantspec quantizes the KV cache itself)"),
     ]
     for bad, what in unsupported:
         if bad:
@@ -201,7 +200,7 @@ def _check_model(server_args) -> None:
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import AttentionArch
 
-    mc = server_args.get_model_config()
+    mc = sglang().model_config(server_args)
     cfg = mc.hf_text_config
     arch = (mc.hf_config.architectures or ["?"])[0]
     layer_types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
@@ -236,58 +235,51 @@ def default_num_draft_steps(group: int, page_size: int = DEFAULT_PAGE_SIZE) -> i
     return min(cap, max(MIN_DEFAULT_DRAFT_STEPS, max(fits, default=1)))
 
 
-def _group_size(server_args) -> int:
+def _group_size(server_args, view) -> int:
     """Query heads per KV head on one rank, as the attention backend's launches see them."""
-    mc, tp = server_args.get_model_config(), max(1, server_args.tp_size or 1)
+    mc, tp = sglang().model_config(server_args), max(1, view.tp_size or 1)
     return max(1, (mc.num_attention_heads // tp) // mc.get_num_kv_heads(tp))
 
 
-def _configure_speculation(server_args, page_size: int) -> int:
-    if server_args.speculative_draft_model_path is not None:
+def _configure_speculation(server_args, view, page_size: int) -> int:
+    if view.speculative_draft_model_path is not None:
         raise ValueError("quantspec drafts with the target model itself; remove --speculative-draft-model-path")
-    gamma = server_args.speculative_num_steps
-    if gamma is None and server_args.speculative_num_draft_tokens is not None:
-        gamma = int(server_args.speculative_num_draft_tokens) - 1  # γ+1 verified tokens given instead of γ
-    gamma = default_num_draft_steps(_group_size(server_args), page_size) if gamma is None else int(gamma)
+    gamma = view.speculative_num_steps
+    if gamma is None and view.speculative_num_draft_tokens is not None:
+        gamma = int(view.speculative_num_draft_tokens) - 1  # γ+1 verified tokens given instead of γ
+    gamma = default_num_draft_steps(_group_size(server_args, view), page_size) if gamma is None else int(gamma)
     if not 1 <= gamma <= page_size - 1:
         raise ValueError(f"quantspec needs --speculative-num-steps (γ) in 1..{page_size - 1} for page size "
                          f"{page_size}, got {gamma}")
-    if server_args.speculative_num_draft_tokens not in (None, gamma + 1):
+    if view.speculative_num_draft_tokens not in (None, gamma + 1):
         raise ValueError(f"quantspec verifies γ+1 tokens: set --speculative-num-draft-tokens {gamma + 1} or drop it "
-                         f"(got {server_args.speculative_num_draft_tokens})")
-    if getattr(server_args, "enable_mixed_chunk", False):
+                         f"(got {view.speculative_num_draft_tokens})")
+    if getattr(view, "enable_mixed_chunk", False):
         raise ValueError("quantspec speculation does not mix prefill chunks into decode rounds; remove "
                          "--enable-mixed-chunk")
-    if server_args.speculative_eagle_topk not in (None, 1):
+    if view.speculative_eagle_topk not in (None, 1):
         raise ValueError(f"quantspec drafts one chain: set --speculative-eagle-topk 1 or drop it "
-                         f"(got {server_args.speculative_eagle_topk})")
-    server_args.speculative_num_steps = gamma
-    server_args.speculative_num_draft_tokens = gamma + 1
-    server_args.speculative_eagle_topk = 1
-    # The worker supports SGLang's overlap scheduler (sgl_spec/speculative/worker.py): on CUDA the user's choice stands (overlap
-    # is SGLang's default). SGLang implements overlapped speculation on CUDA only and switches it off for its own
-    # algorithms on CPU (arg_groups/speculative_hook.py), so do the same.
-    if server_args.device == "cpu":
+                         f"(got {view.speculative_eagle_topk})")
+    sglang().assign(server_args, speculative_num_steps=gamma, speculative_num_draft_tokens=gamma + 1,
+                    speculative_eagle_topk=1)
+    # The worker supports SGLang's overlap scheduler (sgl_spec/speculative/worker.py): on CUDA the user's choice
+    # stands (overlap is SGLang's default). SGLang implements overlapped speculation on CUDA only and switches it off
+    # for its own algorithms on CPU (arg_groups/speculative_hook.py), so do the same.
+    if view.device == "cpu":
         _declare(server_args, disable_overlap_schedule=True)
     return gamma
 
 
-def _configure_runtime(server_args) -> None:
+def _configure_runtime(server_args, view) -> None:
     """Settings that hold in both modes."""
-    if server_args.device == "cpu":
+    if view.device == "cpu":
         # The model's attention is ours whatever this says, but SGLang picks host-side helpers from it, and on CPU
         # only "torch_native" keeps them off Triton (e.g. get_last_loc with intel_amx), which has no CPU driver.
         _declare(server_args, attention_backend="torch_native")
-    if server_args.max_running_requests is None:
-        server_args.max_running_requests = DEFAULT_MAX_RUNNING_REQUESTS
+    if view.max_running_requests is None:
+        sglang().assign(server_args, max_running_requests=DEFAULT_MAX_RUNNING_REQUESTS)
         logger.info("quantspec: --max-running-requests defaults to %d (each request slot owns a full-precision "
                     "hot ring of %d pages per layer)", DEFAULT_MAX_RUNNING_REQUESTS, HOT_RING_PAGES)
     # The EXTEND path is host-driven pure torch (per-request shapes): it cannot be captured in a prefill graph.
-    cgc = getattr(server_args, "cuda_graph_config", None)
-    if cgc is not None and server_args.device == "cuda":
-        from sglang.srt.model_executor.cuda_graph_config import Backend, Phase
-
-        user_set = (Phase.PREFILL, "backend") in getattr(server_args, "_cuda_graph_config_locked", set())
-        if user_set and cgc.prefill.backend != Backend.DISABLED:
-            raise ValueError("quantspec's prefill cannot run in a CUDA graph; remove --cuda-graph-backend-prefill")
-        cgc.prefill.backend = Backend.DISABLED
+    if view.device == "cuda" and not sglang().disable_prefill_cuda_graph(server_args):
+        raise ValueError("quantspec's prefill cannot run in a CUDA graph; remove --cuda-graph-backend-prefill")

@@ -7,8 +7,8 @@ hooks; ``register()`` is idempotent so a second call (tests, a manual call) chan
 command line / server args (sgl_spec/config.py)
   * ``ServerArgs.add_cli_args`` (AFTER): ``--spec-algo`` alias of ``--speculative-algorithm``, ``--quantspec-*`` flags;
     ``quantspec`` is added to the ``--attention-backend`` choices.
-  * ``ServerArgs.from_cli_args`` / ``ServerArgs.__init__`` (AROUND): our flags are not ServerArgs fields, so they
-    are taken out of the namespace / kwargs and stashed on the instance before ``__post_init__``;
+  * the installed SGLang's adapter (sgl_spec/patches/): our flags are not ServerArgs fields, so they are taken out
+    of the command line / ``Engine(...)`` keywords and stashed on the record before SGLang resolves it;
     ``attention_backend="quantspec"`` becomes "SGLang's default backend + quantspec INT8 mode".
   * ``arg_groups.speculative_hook.handle_speculative_decoding`` (AFTER), and the registered spec algorithm's
     ``validate_server_args`` / ``handle_server_args``: ``config.configure`` validates and adjusts the settings.
@@ -28,17 +28,15 @@ speculative algorithm
 from __future__ import annotations
 
 import argparse
-import contextvars
 import logging
 
 from sgl_spec.config import ALGO_NAME, BACKEND_NAME, configure, get_config
-from sgl_spec.flags import FLAGS, add_cli_args
+from sgl_spec.flags import add_cli_args
+from sgl_spec.patches import sglang
 
 logger = logging.getLogger(__name__)
 
 _REGISTERED = False
-# quantspec flags parsed from the command line, on their way from ServerArgs.from_cli_args to ServerArgs.__init__.
-_PENDING: contextvars.ContextVar = contextvars.ContextVar("quantspec_pending_flags", default=None)
 
 _SA = "sglang.srt.server_args.ServerArgs"
 _KVC = "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator"
@@ -51,10 +49,10 @@ def register() -> None:
     _REGISTERED = True
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    adapter = sglang()  # an unsupported SGLang stops here, with the supported releases named
     hooks = [
         (f"{_SA}.add_cli_args", _add_cli_args, HookType.AFTER),
-        (f"{_SA}.from_cli_args", _from_cli_args, HookType.AROUND),
-        (f"{_SA}.__init__", _server_args_init, HookType.AROUND),
+        *adapter.server_args_hooks(BACKEND_NAME),
         ("sglang.srt.arg_groups.speculative_hook.handle_speculative_decoding", _after_speculative, HookType.AFTER),
         ("sglang.srt.model_executor.pool_configurator.DefaultPoolConfigurator._compute_cell_size", _cell_size,
          HookType.AROUND),
@@ -84,28 +82,6 @@ def _add_cli_args(result, parser):
     add_cli_args(parser)
 
 
-def _from_cli_args(original, cls, args):
-    token = _PENDING.set({k: getattr(args, k) for k in FLAGS if hasattr(args, k)})
-    try:
-        return original(cls, args)
-    finally:
-        _PENDING.reset(token)
-
-
-def _server_args_init(original, self, *args, **kwargs):
-    flags = dict(_PENDING.get() or {})
-    for k in FLAGS:
-        if k in kwargs:  # Engine(quantspec_topk_ratio=...) and friends
-            flags[k] = kwargs.pop(k)
-    if kwargs.get("attention_backend") == BACKEND_NAME:
-        # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
-        # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
-        kwargs["attention_backend"] = None
-        flags["attention_backend"] = True
-    object.__setattr__(self, "_quantspec_flags", flags)
-    return original(self, *args, **kwargs)
-
-
 def _stash_penalizers(result, info, *args, **kwargs):
     from sgl_spec.speculative import penalties
 
@@ -121,7 +97,7 @@ def _format(kvc):
     from sgl_spec.kvcache.format import KVFormat
 
     cfg = get_config(kvc.server_args)
-    heads = kvc.model_config.get_num_kv_heads(kvc.ps.attn_tp_size)
+    heads = kvc.model_config.get_num_kv_heads(sglang().attn_tp_size(kvc))
     return KVFormat(cfg.page_size, heads, kvc.model_config.head_dim)
 
 
@@ -144,12 +120,12 @@ def _available_bytes(result, kvc, *args, **kwargs):
 
     cfg, fmt = get_config(kvc.server_args), _format(kvc)
     layers = kvc.layer_info.num_effective_layers
-    slots = kvc.server_args.max_running_requests // max(1, kvc.ps.attn_dp_size) + 1
+    slots = sglang().resolved(kvc.server_args, "max_running_requests") // max(1, sglang().attn_dp_size(kvc)) + 1
     fixed = ring_bytes(fmt, layers, slots, kvc.model_dtype)
     if cfg.needs_page_scores:
         fixed += score_bytes(fmt, layers, slots, kvc.model_config.context_len)
     if cfg.needs_page_scores and cfg.draft_pages == "topk-last":  # the backend keeps the verify queries
-        heads = kvc.model_config.num_attention_heads // kvc.ps.attn_tp_size
+        heads = kvc.model_config.num_attention_heads // sglang().attn_tp_size(kvc)
         fixed += layers * slots * cfg.num_verify_tokens * heads * fmt.head_dim * kvc.model_dtype.itemsize
     if fixed >= result:
         raise ValueError(f"quantspec: the hot rings of {slots - 1} request slots need {fixed / 2**30:.2f} GB, more "

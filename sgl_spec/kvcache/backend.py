@@ -33,6 +33,7 @@ from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
 from sgl_spec.kvcache.prefill import extend_attention
+from sgl_spec.patches import sglang
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         # default it follows B, so a large batch reads each request's pages in a few long splits); the prefill's key
         # layout follows the chunking (which depends on what else is scheduled), so it gets a fixed one.
         sa = getattr(model_runner, "server_args", None)
-        self.batch_invariant = bool(getattr(sa, "enable_deterministic_inference", False))
+        self.batch_invariant = bool(sa is not None and sglang().resolved(sa, "enable_deterministic_inference"))
         self.draft_engine = self._resolve_draft_engine(model_runner, pool)
         self.verify_engine = self._resolve_verify_engine(model_runner, pool)
 

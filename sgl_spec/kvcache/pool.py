@@ -136,10 +136,10 @@ class QuantSpecKVPool(_kv_cache_base()):
     def move_kv_cache(self, tgt_loc, src_loc):
         self._no("moving KV slots (EAGLE-style accepted-token compaction)")
 
-    def get_cpu_copy(self, indices, mamba_indices=None):
+    def get_cpu_copy(self, indices, *args, **kwargs):
         self._no("offloading a request's KV to CPU (retraction/pause with offload)")
 
-    def load_cpu_copy(self, kv_cache_cpu, indices, mamba_indices=None):
+    def load_cpu_copy(self, kv_cache_cpu, indices, *args, **kwargs):
         self._no("loading a request's KV from CPU")
 
     def get_contiguous_buf_infos(self):

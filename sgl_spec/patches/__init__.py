@@ -1,0 +1,33 @@
+"""What differs between the SGLang releases sgl-spec supports: one module per SGLang target.
+
+``sglang_0_5_17`` and ``sglang_0_5_23`` expose the same functions (how quantspec's flags reach the server args, how
+a setting is declared during SGLang's argument resolution, how a value is read back, and the runtime calls whose
+signatures moved); ``sglang()`` returns the one for the installed SGLang, so the rest of the package never checks a
+version. Any other SGLang stops the server at startup with one line naming the supported releases.
+``cpu_paged_allocator`` is the one patch every release needs (page-aligned slots on CPU without Triton).
+"""
+from __future__ import annotations
+
+import functools
+
+SUPPORTED = ("0.5.17", "0.5.23")
+
+
+def installed_version() -> str:
+    from sglang.version import __version__
+
+    return __version__
+
+
+@functools.lru_cache(maxsize=None)
+def sglang():
+    """The adapter module of the installed SGLang release."""
+    version = installed_version()
+    if version == "0.5.17":
+        from sgl_spec.patches import sglang_0_5_17 as adapter
+    elif version == "0.5.23":
+        from sgl_spec.patches import sglang_0_5_23 as adapter
+    else:
+        raise RuntimeError(f"sgl-spec supports sglang {' and '.join(SUPPORTED)}, found sglang {version}: "
+                           f"pip install 'sglang=={SUPPORTED[-1]}'")
+    return adapter

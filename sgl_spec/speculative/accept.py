@@ -61,10 +61,10 @@ def apply_grammar(batch, window: torch.Tensor, logits: torch.Tensor):
 
 
 def logprobs(batch, logits_output, tokens: torch.Tensor, accept_lens: torch.Tensor):
-    from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
+    from sgl_spec.patches import sglang
 
     bs, G1 = tokens.shape
     j = torch.arange(G1, device=tokens.device)
     flat = torch.arange(bs, device=tokens.device).unsqueeze(1) * G1 + j
     accept_index = torch.where(j < accept_lens.unsqueeze(1), flat, torch.full_like(flat, -1))
-    compute_spec_v2_logprobs(batch, logits_output, tokens.reshape(-1), accept_index, G1 - 1)
+    sglang().spec_logprobs(batch, logits_output, tokens.reshape(-1), accept_index)

@@ -50,7 +50,7 @@ import torch
 
 from sgl_spec.speculative import accept
 from sgl_spec.speculative import cost_model as cm
-from sgl_spec.speculative import sampling
+from sgl_spec.speculative import sampling, war_release
 
 logger = logging.getLogger(__name__)
 
@@ -213,16 +213,20 @@ def decode_graph_max_bs(server_args) -> int:
     """The largest batch SGLang captures decode/verify CUDA graphs for (0: none). sglang 0.5.17 keeps it in
     ``cuda_graph_config.decode.max_bs`` (``--cuda-graph-max-bs`` is stored as ``cuda_graph_max_bs_decode``); reading
     the old ``cuda_graph_max_bs`` attribute gave 0 there, so every plain step ran eagerly."""
-    sa = server_args
-    if getattr(sa, "disable_cuda_graph", False) or getattr(sa, "disable_decode_cuda_graph", False):
+    from sgl_spec.patches import sglang
+
+    def get(name):
+        return sglang().resolved(server_args, name) if hasattr(server_args, name) else None
+
+    if get("disable_cuda_graph") or get("disable_decode_cuda_graph"):
         return 0
-    decode = getattr(getattr(sa, "cuda_graph_config", None), "decode", None)
+    decode = getattr(get("cuda_graph_config"), "decode", None)
     if decode is not None:
         if str(getattr(decode, "backend", "full")) == "disabled":
             return 0
         if getattr(decode, "max_bs", None):
             return int(decode.max_bs)
-    return int(getattr(sa, "cuda_graph_max_bs_decode", None) or getattr(sa, "cuda_graph_max_bs", None) or 0)
+    return int(get("cuda_graph_max_bs_decode") or get("cuda_graph_max_bs") or 0)
 
 
 def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
@@ -232,7 +236,7 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
 
     cfg = get_config(server_args)
     mode = cfg.speculate if cfg is not None else "always"
-    cuda = str(getattr(server_args, "device", "")).startswith("cuda")
+    cuda = str(getattr(model_runner, "device", "")).startswith("cuda")
     graph_max_bs = decode_graph_max_bs(server_args) if cuda else 0
     if mode != "auto":
         return AutoOff(None, gamma, mode=mode, graph_max_bs=graph_max_bs)
@@ -298,6 +302,9 @@ def plain_step(worker, batch, last, kind: str):
         accept.logprobs(batch, logits_output, tokens, accept_lens)
     worker.mark_verified(batch, False)  # no verify chose pages this step: the next round drafts with recent pages
     batch.forward_mode = ForwardMode.DECODE
+    # the step's last reads (acceptance, logprobs) follow its forward: keep the scheduler's whole-forward barrier,
+    # whatever event a verify graph replay published mid-forward
+    war_release.publish(war_release.read_done_runner(worker), None)
     return GenerationBatchResult(
         logits_output=logits_output,
         next_token_ids=tokens.reshape(-1),  # stride w; the first token of each row is emitted

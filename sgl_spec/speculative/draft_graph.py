@@ -44,6 +44,7 @@ from sglang.srt.model_executor.forward_context import ForwardContext, forward_co
 from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
 from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
 
+from sgl_spec.patches import sglang
 from sgl_spec.speculative import draft_layers
 from sgl_spec.speculative.spec_info import QuantSpecDraftStep
 
@@ -173,12 +174,13 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
             self.backend = _EagerReplay(lambda bs: self.statics.scope(self.attn_backend, bs), self.attn_backend)
         super().capture()
 
-    def capture_one_shape(self, size, forward, stream_idx=None, variant_label=None):
+    def capture_one_shape(self, size, forward, *args, **kwargs):
+        # the rest of SGLang's arguments (stream, variant label; 0.5.23 adds the attention variant) pass through
         if self._fused_layers and size <= draft_layers.FUSED_MAX_BS:
             forward = draft_layers.fused_call(self.model_runner.model, forward)
             self.fused_sizes.append(size)
         with self.statics.scope(self.attn_backend, size):
-            return super().capture_one_shape(size, forward, stream_idx, variant_label)
+            return super().capture_one_shape(size, forward, *args, **kwargs)
 
     def get_spec_info(self, num_tokens: int):
         return QuantSpecDraftStep()  # what the eager draft forward carries
@@ -279,7 +281,8 @@ def routed(runner: Optional[DraftGraphRunner], model_runner):
         yield
         return
     saved_runner = model_runner.decode_cuda_graph_runner
-    saved_event = model_runner.war_fastpath_read_done_event
+    event = sglang().READ_DONE_EVENT
+    saved_event = getattr(model_runner, event)
     model_runner.decode_cuda_graph_runner = runner
     try:
         yield
@@ -289,4 +292,4 @@ def routed(runner: Optional[DraftGraphRunner], model_runner):
         # read-done event a draft replay published must not stand for the round. SGLang's TARGET_VERIFY replay
         # publishes none, so after this the round's event is the worker's alone (war_release.publish), or none: the
         # scheduler then waits for the whole forward stream.
-        model_runner.war_fastpath_read_done_event = saved_event
+        setattr(model_runner, event, saved_event)

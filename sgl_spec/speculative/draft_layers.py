@@ -30,6 +30,8 @@ from typing import Optional
 
 import torch
 
+from sgl_spec.patches import sglang
+
 logger = logging.getLogger(__name__)
 
 FUSED_MAX_BS = 64
@@ -84,6 +86,9 @@ def unsupported(model) -> Optional[str]:
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None or len(layers) == 0:
         return "the model has no model.layers"
+    why = sglang().fused_draft_layers_unsupported(layers[0])
+    if why:
+        return why
     extra = 0
     for i, layer in enumerate(layers):
         if type(layer).__name__ not in _LAYER_CLASSES:

@@ -2,7 +2,7 @@
 
 After each launch the overlap scheduler fences its next writes to shared buffers (the next batch's KV-slot
 allocation into ``req_to_token``, …) behind the forward: its schedule stream waits for the read-done event the
-forward published (``model_runner.war_fastpath_read_done_event``) or, when there is none, for the *whole* forward
+forward published (the model runner's read-done event: ``READ_DONE_EVENT`` of sgl_spec/patches/) or, when there is none, for the *whole* forward
 stream. The next batch's preparation then copies host lists to the device from pageable memory, and such a copy
 synchronizes the host with the schedule stream (CUDA: a pageable H2D copy waits for its stream). With no event the
 host therefore cannot start round N+1 before round N has finished on the GPU, and the GPU idles while the host
@@ -34,6 +34,8 @@ from typing import Optional
 
 import torch
 
+from sgl_spec.patches import sglang
+
 
 def overlap_safe(batch) -> bool:
     """Whether nothing the round reads after its set-up is changed in place by the next batch's preparation."""
@@ -62,6 +64,11 @@ def record(batch, device: torch.device) -> Optional["torch.cuda.Event"]:
 
 def publish(model_runner, event) -> None:
     """Hand ``event`` to the scheduler's WAR barrier (it reads and clears the attribute right after the launch).
-    None leaves the attribute as the forwards left it (the draft-graph routing restores it: none)."""
-    if event is not None:
-        model_runner.war_fastpath_read_done_event = event
+    None clears it: a graph replay inside the round may have published its own mid-forward event (SGLang 0.5.23's
+    verify replay does), which must not stand for the round; the scheduler then waits for the whole forward."""
+    setattr(model_runner, sglang().READ_DONE_EVENT, event)
+
+
+def read_done_runner(worker):
+    """The model runner whose read-done event the scheduler's barrier takes after the launch."""
+    return getattr(worker, sglang().READ_DONE_RUNNER)

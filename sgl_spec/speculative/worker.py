@@ -29,6 +29,7 @@ request's sparse draft pages were chosen by a verify from a per-slot flag this w
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from typing import Optional
 
@@ -43,6 +44,7 @@ from sgl_spec.pages import policies as pagetable
 from sgl_spec.speculative import (accept, auto_off as autooff, draft_graph, draft_layers, penalties, phase_timer,
                                   sampling, war_release)
 from sgl_spec.config import get_config
+from sgl_spec.patches import sglang
 from sgl_spec.speculative.spec_info import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class _SelfDraft:
     graph_memory_usage: dict = {}
     graph_time_usage: dict = {}
     weight_load_time = 0.0
+    preloaded_weights_bytes = 0
 
     def init_attention_backends(self):
         pass
@@ -67,26 +70,23 @@ class _SelfDraft:
 
 
 class QuantSpecWorker(BaseSpecWorker):
-    def __init__(self, server_args, gpu_id: int, ps, nccl_port: int, target_worker):
+    def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, ps=None):
         super().__init__()
         self.server_args = server_args
         self._target_worker = target_worker
         self.model_runner = target_worker.model_runner
-        self.device = server_args.device
-        self.gamma = int(server_args.speculative_num_steps or 0)
+        resolved = functools.partial(sglang().resolved, server_args)
+        self.device = resolved("device")
+        cfg = get_config(server_args)
+        if cfg is None or not cfg.speculative:
+            raise ValueError("QuantSpecWorker needs the speculative quantspec config (--spec-algo quantspec)")
+        self.gamma = cfg.num_draft_steps  # validated by sgl_spec/config.py: 1 <= γ <= P - 1, a chain of γ+1 tokens
         self.speculative_num_steps = self.gamma
         self.speculative_num_draft_tokens = self.gamma + 1
         # exact penalties need the live penalizer state, which only the non-overlap scheduler leaves alone while a
         # round runs (sgl_spec/speculative/penalties.py)
-        self._exact_penalties = bool(getattr(server_args, "disable_overlap_schedule", False))
+        self._exact_penalties = bool(resolved("disable_overlap_schedule"))
         self.topk = 1
-        if self.gamma < 1:
-            raise ValueError(f"quantspec needs --speculative-num-steps >= 1, got {server_args.speculative_num_steps}")
-        ndt = server_args.speculative_num_draft_tokens
-        if ndt is not None and ndt != self.gamma + 1:
-            raise ValueError(f"quantspec drafts a chain: speculative_num_draft_tokens must be γ+1={self.gamma + 1}, got {ndt}")
-        if (server_args.speculative_eagle_topk or 1) != 1:
-            raise ValueError("quantspec drafts a chain: speculative_eagle_topk must be 1")
         self.req_to_token_pool = None
         self.token_to_kv_pool_allocator = None
         self._self_draft = _SelfDraft()
@@ -95,7 +95,7 @@ class QuantSpecWorker(BaseSpecWorker):
         self._draft_graphs = None  # sgl_spec/speculative/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
         self._fused_draft = False  # drafts run sgl_spec/speculative/draft_layers.py's fused layers (set in init_cuda_graphs)
         self._verified = None  # [req slots] bool (device): a verify chose the slot's draft pages since its prefill
-        self._timer = phase_timer.from_env(server_args.device)  # SGL_SPEC_TIMING (debugging)
+        self._timer = phase_timer.from_env(self.device)  # SGL_SPEC_TIMING (debugging)
         self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ class QuantSpecWorker(BaseSpecWorker):
         if batch.return_logprob:
             accept.logprobs(batch, logits_output, tokens, accept_lens)
         batch.forward_mode = ForwardMode.DECODE
-        war_release.publish(self.war_fastpath_runner, read_done)  # the runner the scheduler's WAR barrier reads
+        war_release.publish(war_release.read_done_runner(self), read_done)  # the runner the scheduler's WAR barrier reads
         if timer is not None:
             timer.mark("accept")
             timer.end()

@@ -1,0 +1,157 @@
+"""SGLang 0.5.23: ``ServerArgs`` is a msgspec Struct, resolved once by ``ServerArgs.resolve_once``.
+
+Flags: the record takes only its own fields, and a patched ``__init__`` never runs (a Struct has none), so the flags
+are taken out of the argparse namespace after ``from_cli_args`` builds the record, and out of ``Engine(**kwargs)``
+before the Engine builds it (then attached when ``resolve_once`` starts). During resolution the record is sealed:
+a setting is declared with ``declare_resolution`` and read through the resolving view; after resolution the
+record keeps the user's input and ``resolution_result`` gives the value in effect. A custom algorithm's
+``handle_server_args`` / ``validate_server_args`` receive a stand-in that records field writes only, so quantspec
+validates and stores its config from the hook after ``handle_speculative_decoding``, on the record itself.
+Underscore attributes that are not fields (``_quantspec``, ``_quantspec_flags``) are bookkeeping: writable at any
+time and pickled with the record into every scheduler process.
+"""
+from __future__ import annotations
+
+import contextvars
+
+from sgl_spec.flags import FLAGS
+
+NAME = "0.5.23"
+# the overlap scheduler's write-after-read barrier ("shared read" in 0.5.23): the runner whose forward publishes the
+# read-done event, and the model-runner attribute that carries it (sgl_spec/speculative/war_release.py)
+READ_DONE_RUNNER = "last_shared_read_runner"
+READ_DONE_EVENT = "shared_read_done_event"
+SOURCE = "quantspec"  # the source name of quantspec's declarations
+_SA = "sglang.srt.server_args.ServerArgs"
+# quantspec flags given to Engine(...), on their way from Engine.__init__ to ServerArgs.resolve_once.
+_PENDING: contextvars.ContextVar = contextvars.ContextVar("quantspec_pending_flags", default=None)
+
+
+def _take(mapping: dict, backend_name: str) -> dict:
+    """Pop quantspec's flags (and ``attention_backend=quantspec``) out of an argument mapping."""
+    flags = {k: mapping.pop(k) for k in FLAGS if k in mapping}
+    if mapping.get("attention_backend") == backend_name:
+        # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
+        # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
+        mapping["attention_backend"] = None
+        flags["attention_backend"] = True
+    return flags
+
+
+def server_args_hooks(backend_name: str) -> list:
+    """(target, function, kind) for HookRegistry: how the flags reach the record."""
+    from sglang.srt.plugins.hook_registry import HookType
+
+    def from_cli_args(original, cls, args):
+        ns = vars(args)
+        flags = _take(ns, backend_name)
+        record = original(cls, args)
+        record._quantspec_flags = flags
+        return record
+
+    def engine_init(original, self, *args, **kwargs):
+        token = _PENDING.set(_take(kwargs, backend_name))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _PENDING.reset(token)
+
+    def resolve_once(original, self, *args, **kwargs):
+        pending = _PENDING.get()
+        if pending is not None and "_quantspec_flags" not in self.__dict__:
+            self._quantspec_flags = dict(pending)
+        return original(self, *args, **kwargs)
+
+    return [(f"{_SA}.from_cli_args", from_cli_args, HookType.AROUND),
+            ("sglang.srt.entrypoints.engine.Engine.__init__", engine_init, HookType.AROUND),
+            (f"{_SA}.resolve_once", resolve_once, HookType.AROUND)]
+
+
+def is_record(server_args) -> bool:
+    """Whether ``server_args`` is the record itself (not the stand-in a custom algorithm's callbacks get)."""
+    from sglang.srt.arg_groups.arg_utils import is_record as record
+
+    return record(server_args)
+
+
+def flags_of(server_args) -> dict:
+    return dict(getattr(server_args, "_quantspec_flags", None) or {})
+
+
+def has_private(server_args, name: str) -> bool:
+    return name in getattr(server_args, "__dict__", {})
+
+
+def set_private(server_args, name: str, value) -> None:
+    """A non-field attribute that is pickled with the record into every scheduler process."""
+    setattr(server_args, name, value)
+
+
+def view(server_args):
+    """The settings as resolved so far (a live view: declarations over the user's input)."""
+    from sglang.srt.arg_groups.model_override_base import resolving_view
+
+    return resolving_view(server_args)
+
+
+def declare(server_args, **fields) -> None:
+    from sglang.srt.arg_groups.overrides import declare_resolution
+
+    declare_resolution(server_args, SOURCE, **fields)
+
+
+assign = declare  # every setting is declared in 0.5.23, the speculative group's too
+
+
+def model_config(server_args):
+    from sglang.srt.arg_groups.model_override_base import model_config_of
+
+    return model_config_of(server_args)
+
+
+def disable_prefill_cuda_graph(server_args) -> bool:
+    """Turn the prefill CUDA graph off; False when the user chose a prefill graph backend explicitly."""
+    from sglang.srt.model_executor.cuda_graph_config import Backend, Phase, with_phase
+
+    cgc = view(server_args).cuda_graph_config
+    if cgc is None or not hasattr(cgc, "prefill"):
+        return True
+    user_set = (Phase.PREFILL, "backend") in getattr(server_args, "_cuda_graph_config_locked", set())
+    if user_set and cgc.prefill.backend != Backend.DISABLED:
+        return False
+    declare(server_args, cuda_graph_config=with_phase(cgc, Phase.PREFILL, backend=Backend.DISABLED))
+    return True
+
+
+def resolved(server_args, name: str):
+    """A setting's resolved value once resolution is over."""
+    from sglang.srt.arg_groups.overrides import resolution_result
+
+    return resolution_result(server_args, name)
+
+
+def attn_tp_size(kvc) -> int:
+    """Attention tensor-parallel width seen by a KVCacheConfigurator (the process's parallel context)."""
+    from sglang.srt.runtime_context import get_parallel
+
+    return get_parallel().attn_tp_size
+
+
+def attn_dp_size(kvc) -> int:
+    return kvc.attn_dp_size
+
+
+def fused_draft_layers_unsupported(layer):
+    """Why the fused draft layers (sgl_spec/speculative/draft_layers.py) cannot replace ``layer`` (None: they can).
+    0.5.23's decoder layers keep the residual in ``forward_batch.residual_stream`` behind layer boundaries instead of
+    passing it in and out, which the fused forward does not implement: drafts run SGLang's own layers."""
+    if hasattr(layer, "attn_boundary"):
+        return "sglang 0.5.23's decoder layers keep the residual in a residual stream (fused draft layers: 0.5.17)"
+    return None
+
+
+def spec_logprobs(batch, logits_output, predict, accept_index) -> None:
+    """SGLang's logprobs of a verify's accepted tokens (``accept_index`` [bs, γ+1], -1 past the accepted ones)."""
+    from sglang.srt.layers.logprob_processor import compute_spec_logprobs
+
+    compute_spec_logprobs(batch, logits_output, predict, accept_index=accept_index)
