@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Build the CPU environment: a venv with SGLang ($SGLANG_VERSION: 0.5.23 by default, or 0.5.17), its torch and
+# Build the CPU environment: a venv with SGLang ($SGLANG_VERSION: 0.5.17 by default, or 0.5.23), its torch and
 # triton (used here under TRITON_INTERPRET=1), the modules its server imports, then sgl-spec in editable mode.
 # Idempotent: a second run only re-checks.
-# Usage: bash scripts/setup_env.sh [VENV_DIR]   (default .venv; SGLANG_VERSION=0.5.17: .venv-0.5.17)
+# Usage: bash scripts/setup_env.sh [VENV_DIR]   (default .venv; SGLANG_VERSION=0.5.23: .venv-0.5.23)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
+SGLANG_VERSION=${SGLANG_VERSION:-0.5.17}
 case "$SGLANG_VERSION" in
-  0.5.23) DEFAULT_VENV=$ROOT/.venv; XGRAMMAR=0.2.7 ;;
-  0.5.17) DEFAULT_VENV=$ROOT/.venv-0.5.17; XGRAMMAR=0.2.8; TORCHVISION=0.28.0 ;;
+  0.5.17) DEFAULT_VENV=$ROOT/.venv; XGRAMMAR=0.2.8; TORCHVISION=0.28.0 ;;
+  0.5.23) DEFAULT_VENV=$ROOT/.venv-0.5.23; XGRAMMAR=0.2.7 ;;
   *) echo "setup_env: SGLANG_VERSION must be 0.5.23 or 0.5.17 (the releases sgl-spec supports), got $SGLANG_VERSION" >&2
      exit 2 ;;
 esac

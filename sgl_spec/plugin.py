@@ -77,7 +77,9 @@ def register() -> None:
 def _add_cli_args(result, parser):
     parser.add_argument(
         "--spec-algo", dest="speculative_algorithm", type=str, default=argparse.SUPPRESS,
-        help="Alias of --speculative-algorithm (e.g. --spec-algo quantspec).",
+        help="Alias of --speculative-algorithm (e.g. --spec-algo quantspec: self-speculative decoding over "
+             "quantspec's INT8 KV cache). --attention-backend quantspec alone serves the INT8 KV cache without "
+             "speculation (the mode whose output speculation reproduces).",
     )
     add_cli_args(parser)
 

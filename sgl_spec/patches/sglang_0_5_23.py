@@ -1,8 +1,8 @@
 """SGLang 0.5.23: ``ServerArgs`` is a msgspec Struct, resolved once by ``ServerArgs.resolve_once``.
 
 Flags: the record takes only its own fields, and a patched ``__init__`` never runs (a Struct has none), so the flags
-are taken out of the argparse namespace after ``from_cli_args`` builds the record, and out of ``Engine(**kwargs)``
-before the Engine builds it (then attached when ``resolve_once`` starts). During resolution the record is sealed:
+are taken out of the argparse namespace around ``from_cli_args``, and out of ``Engine(**kwargs)`` by the builder
+the Engine makes its record with. During resolution the record is sealed:
 a setting is declared with ``declare_resolution`` and read through the resolving view; after resolution the
 record keeps the user's input and ``resolution_result`` gives the value in effect. A custom algorithm's
 ``handle_server_args`` / ``validate_server_args`` receive a stand-in that records field writes only, so quantspec
@@ -11,8 +11,6 @@ Underscore attributes that are not fields (``_quantspec``, ``_quantspec_flags``)
 time and pickled with the record into every scheduler process.
 """
 from __future__ import annotations
-
-import contextvars
 
 from sgl_spec.flags import FLAGS
 
@@ -23,8 +21,6 @@ READ_DONE_RUNNER = "last_shared_read_runner"
 READ_DONE_EVENT = "shared_read_done_event"
 SOURCE = "quantspec"  # the source name of quantspec's declarations
 _SA = "sglang.srt.server_args.ServerArgs"
-# quantspec flags given to Engine(...), on their way from Engine.__init__ to ServerArgs.resolve_once.
-_PENDING: contextvars.ContextVar = contextvars.ContextVar("quantspec_pending_flags", default=None)
 
 
 def _take(mapping: dict, backend_name: str) -> dict:
@@ -39,32 +35,33 @@ def _take(mapping: dict, backend_name: str) -> dict:
 
 
 def server_args_hooks(backend_name: str) -> list:
-    """(target, function, kind) for HookRegistry: how the flags reach the record."""
+    """(target, function, kind) for HookRegistry: how the flags reach the record. ``Engine(**kwargs)`` builds its
+    record through the class attribute ``Engine.server_args_class`` right after loading the plugins, so that one
+    is replaced here (a record type cannot take a patched ``__init__``) by a builder that takes the flags out."""
+    import sys
+
     from sglang.srt.plugins.hook_registry import HookType
 
+    engine = sys.modules.get("sglang.srt.entrypoints.engine")  # imported whenever an Engine is being built
+    if engine is not None and not getattr(engine.Engine.server_args_class, "quantspec_flags", False):
+        record_class = engine.Engine.server_args_class
+
+        def build(**kwargs):
+            flags = _take(kwargs, backend_name)
+            record = record_class(**kwargs)
+            record._quantspec_flags = flags
+            return record
+
+        build.quantspec_flags = True
+        engine.Engine.server_args_class = staticmethod(build)
+
     def from_cli_args(original, cls, args):
-        ns = vars(args)
-        flags = _take(ns, backend_name)
+        flags = _take(vars(args), backend_name)
         record = original(cls, args)
         record._quantspec_flags = flags
         return record
 
-    def engine_init(original, self, *args, **kwargs):
-        token = _PENDING.set(_take(kwargs, backend_name))
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            _PENDING.reset(token)
-
-    def resolve_once(original, self, *args, **kwargs):
-        pending = _PENDING.get()
-        if pending is not None and "_quantspec_flags" not in self.__dict__:
-            self._quantspec_flags = dict(pending)
-        return original(self, *args, **kwargs)
-
-    return [(f"{_SA}.from_cli_args", from_cli_args, HookType.AROUND),
-            ("sglang.srt.entrypoints.engine.Engine.__init__", engine_init, HookType.AROUND),
-            (f"{_SA}.resolve_once", resolve_once, HookType.AROUND)]
+    return [(f"{_SA}.from_cli_args", from_cli_args, HookType.AROUND)]
 
 
 def is_record(server_args) -> bool:
@@ -124,9 +121,11 @@ def disable_prefill_cuda_graph(server_args) -> bool:
 
 
 def resolved(server_args, name: str):
-    """A setting's resolved value once resolution is over."""
+    """A setting's resolved value once resolution is over (a plain object, e.g. a unit test's: its attribute)."""
     from sglang.srt.arg_groups.overrides import resolution_result
 
+    if not is_record(server_args):
+        return getattr(server_args, name)
     return resolution_result(server_args, name)
 
 

@@ -236,7 +236,10 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
 
     cfg = get_config(server_args)
     mode = cfg.speculate if cfg is not None else "always"
-    cuda = str(getattr(model_runner, "device", "")).startswith("cuda")
+    from sgl_spec.patches import sglang
+
+    device = sglang().resolved(server_args, "device") if hasattr(server_args, "device") else ""
+    cuda = str(device).startswith("cuda")
     graph_max_bs = decode_graph_max_bs(server_args) if cuda else 0
     if mode != "auto":
         return AutoOff(None, gamma, mode=mode, graph_max_bs=graph_max_bs)

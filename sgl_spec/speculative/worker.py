@@ -77,10 +77,16 @@ class QuantSpecWorker(BaseSpecWorker):
         self.model_runner = target_worker.model_runner
         resolved = functools.partial(sglang().resolved, server_args)
         self.device = resolved("device")
-        cfg = get_config(server_args)
-        if cfg is None or not cfg.speculative:
-            raise ValueError("QuantSpecWorker needs the speculative quantspec config (--spec-algo quantspec)")
-        self.gamma = cfg.num_draft_steps  # validated by sgl_spec/config.py: 1 <= γ <= P - 1, a chain of γ+1 tokens
+        cfg = get_config(server_args)  # validated by sgl_spec/config.py: 1 <= γ <= P - 1, a chain of γ+1 tokens
+        self.gamma = cfg.num_draft_steps if cfg is not None else int(resolved("speculative_num_steps") or 0)
+        if self.gamma < 1:
+            raise ValueError(f"quantspec needs --speculative-num-steps >= 1, got {self.gamma}")
+        ndt = resolved("speculative_num_draft_tokens")
+        if ndt is not None and ndt != self.gamma + 1:
+            raise ValueError(f"quantspec drafts a chain: speculative_num_draft_tokens must be γ+1={self.gamma + 1}, "
+                             f"got {ndt}")
+        if (resolved("speculative_eagle_topk") or 1) != 1:
+            raise ValueError("quantspec drafts a chain: speculative_eagle_topk must be 1")
         self.speculative_num_steps = self.gamma
         self.speculative_num_draft_tokens = self.gamma + 1
         # exact penalties need the live penalizer state, which only the non-overlap scheduler leaves alone while a

@@ -158,7 +158,7 @@ def make_worker(gamma, target):
         speculative_eagle_topk=1,
         disable_overlap_schedule=True,
     )
-    w = QuantSpecWorker(args, gpu_id=0, ps=None, nccl_port=0, target_worker=target)
+    w = QuantSpecWorker(args, gpu_id=0, nccl_port=0, target_worker=target)  # SGLang passes keywords
     w.alloc_memory_pool(req_to_token_pool=None, token_to_kv_pool_allocator=None)
     return w
 

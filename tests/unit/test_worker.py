@@ -146,7 +146,7 @@ def test_constructor_rejects_inconsistent_server_args():
                 disable_overlap_schedule=True)
     for bad in (dict(speculative_num_draft_tokens=3), dict(speculative_eagle_topk=2), dict(speculative_num_steps=0)):
         with pytest.raises(ValueError):
-            QuantSpecWorker(SimpleNamespace(**{**base, **bad}), 0, None, 0, target)
+            QuantSpecWorker(SimpleNamespace(**{**base, **bad}), gpu_id=0, nccl_port=0, target_worker=target)
 
 
 # ---- sparse draft pages -------------------------------------------------------------------------------------------
