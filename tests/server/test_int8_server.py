@@ -168,6 +168,7 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
     cases["good spec, default γ"] = [tiny_llama_fp32, "--spec-algo", "quantspec"]
     script = textwrap.dedent("""
         import json, sys
+        import sglang.srt.entrypoints.engine as engine  # loaded first, as Engine(...) does: it builds its own record
         from sglang.srt.plugins import load_plugins
         from sglang.srt.plugins.hook_registry import HookRegistry
         load_plugins()
@@ -175,17 +176,25 @@ def test_bad_flags_fail_with_one_clear_line(tiny_llama_fp32, tmp_path):
         register()  # a second registration must change nothing (else --spec-algo would be added twice)
         HookRegistry.apply_hooks()
         from sglang.srt.server_args import prepare_server_args
+        from sgl_spec.patches import sglang as adapter
+
+        def resolve(sa):  # launch_server resolves the record here (0.5.17: already inside __post_init__)
+            if hasattr(sa, "resolve_once"):
+                sa.resolve_once()
+            return sa
+
         res = {}
         for name, (model, *flags) in json.loads(sys.argv[1]).items():
             try:
-                sa = prepare_server_args(["--model-path", model, "--device", "cpu", *flags])
+                sa = resolve(prepare_server_args(["--model-path", model, "--device", "cpu", *flags]))
                 keys = ("page_size", "attention_backend", "disable_overlap_schedule", "speculative_algorithm",
                         "speculative_num_draft_tokens", "speculative_eagle_topk", "max_running_requests")
-                res[name] = {"_quantspec": repr(sa._quantspec), **{k: getattr(sa, k) for k in keys}}
+                res[name] = {"_quantspec": repr(sa._quantspec), **{k: adapter().resolved(sa, k) for k in keys}}
             except Exception as e:
                 res[name] = f"{type(e).__name__}: {e}"
-        from sglang.srt.server_args import ServerArgs  # the Engine(**kwargs) path: flags as keyword arguments
-        sa = ServerArgs(model_path=sys.argv[2], device="cpu", speculative_algorithm="quantspec", quantspec_min_pages=3)
+        # the Engine(**kwargs) path: flags as keyword arguments of the record Engine builds
+        sa = resolve(engine.Engine.server_args_class(model_path=sys.argv[2], device="cpu",
+                                                     speculative_algorithm="quantspec", quantspec_min_pages=3))
         res["kwargs"] = repr(sa._quantspec)
         print("RESULT " + json.dumps(res))
     """)
