@@ -88,7 +88,7 @@ def context_length(max_ctx: int, gen: int, gamma: int, page: int = 64) -> int:
 
 def gpu_args(*, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> list[str]:
     args = ["--context-length", str(context_length(max_ctx, gen, gamma)),
-            "--max-running-requests", str(max_batch + 2), "--cuda-graph-max-bs", str(max(max_batch, 1)),
+            "--max-running-requests", str(max_batch + 2), "--cuda-graph-max-bs-decode", str(max(max_batch, 1)),
             "--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(chunk),
             "--mem-fraction-static", str(mem_fraction), "--disable-prefill-cuda-graph",
             "--skip-tokenizer-init", "--incremental-streaming-output", "--decode-log-interval", "10",

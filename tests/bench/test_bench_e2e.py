@@ -122,7 +122,7 @@ def test_gpu_server_args_fit_the_grid():
                                mem_fraction=0.85)
     val = lambda flag: args[args.index(flag) + 1]  # noqa: E731
     assert int(val("--context-length")) >= 15360 + 512 + 7 and int(val("--context-length")) <= 16384
-    assert int(val("--cuda-graph-max-bs")) >= 128 and int(val("--max-running-requests")) >= 128
+    assert int(val("--cuda-graph-max-bs-decode")) >= 128 and int(val("--max-running-requests")) >= 128
     assert "--skip-tokenizer-init" in args and "--incremental-streaming-output" in args
     assert "--load-format" not in args
     assert e2e_server.gpu_args(max_ctx=65536, gen=256, gamma=4, max_batch=8, dummy=True, chunk=8192,

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.server
 EAGER_REPLAY = {"SGL_SPEC_DRAFT_GRAPHS": "eager"}
 IDX = [0, 3, 4, 9, 14, 17, 19, 21]  # one token, one page, page boundaries, several pages, a prefix hit
 # SGLang's default decode capture sizes reach past 16; capture a few small ones (a CPU capture is a real forward).
-CAPTURE = ["--cuda-graph-max-bs", "8"]
+CAPTURE = ["--cuda-graph-max-bs-decode", "8"]  # 0.5.23 has no bare --cuda-graph-max-bs
 UNFUSED = ["--quantspec-fused-draft", "off"]
 
 
