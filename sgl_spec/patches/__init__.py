@@ -14,9 +14,10 @@ SUPPORTED = ("0.5.17", "0.5.23")
 
 
 def installed_version() -> str:
-    from sglang.version import __version__
+    """The installed SGLang's version, from its distribution metadata (importing sglang is not needed)."""
+    from importlib.metadata import version
 
-    return __version__
+    return version("sglang")
 
 
 @functools.lru_cache(maxsize=None)

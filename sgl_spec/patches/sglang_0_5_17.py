@@ -122,6 +122,9 @@ def attn_dp_size(kvc) -> int:
     return kvc.ps.attn_dp_size
 
 
+FUSED_DRAFT_LAYERS = True  # the release's Llama decoder layers take the fused draft forward
+
+
 def fused_draft_layers_unsupported(layer):
     """Why the fused draft layers (sgl_spec/speculative/draft_layers.py) cannot replace ``layer`` (None: they can)."""
     return None

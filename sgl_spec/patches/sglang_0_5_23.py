@@ -140,6 +140,9 @@ def attn_dp_size(kvc) -> int:
     return kvc.attn_dp_size
 
 
+FUSED_DRAFT_LAYERS = False  # the release's Llama decoder layers take the fused draft forward
+
+
 def fused_draft_layers_unsupported(layer):
     """Why the fused draft layers (sgl_spec/speculative/draft_layers.py) cannot replace ``layer`` (None: they can).
     0.5.23's decoder layers keep the residual in ``forward_batch.residual_stream`` behind layer boundaries instead of
