@@ -100,9 +100,9 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
     sa = sglang()
     if not sa.is_record(server_args):
         return None
-    if sa.has_private(server_args, "_quantspec"):
+    if "_quantspec" in vars(server_args):  # bookkeeping, beside the fields: set below
         return server_args._quantspec
-    flags = sa.flags_of(server_args)
+    flags = dict(getattr(server_args, "_quantspec_flags", None) or {})
     view = sa.view(server_args)
     speculative = (view.speculative_algorithm or "").upper() == ALGO_NAME
     enabled = speculative or bool(flags.pop("attention_backend", False))

@@ -13,6 +13,20 @@ import functools
 SUPPORTED = ("0.5.17", "0.5.23")
 
 
+def take_flags(mapping: dict, backend_name: str) -> dict:
+    """Pop quantspec's flags (and ``attention_backend=quantspec``) out of a record's argument mapping: the keywords
+    of ``Engine(...)`` / ``ServerArgs(...)`` or the argparse namespace."""
+    from sgl_spec.flags import FLAGS
+
+    flags = {k: mapping.pop(k) for k in FLAGS if k in mapping}
+    if mapping.get("attention_backend") == backend_name:
+        # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
+        # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
+        mapping["attention_backend"] = None
+        flags["attention_backend"] = True
+    return flags
+
+
 def installed_version() -> str:
     """The installed SGLang's version, from its distribution metadata (importing sglang is not needed)."""
     from importlib.metadata import version

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 
 from sgl_spec.flags import FLAGS
+from sgl_spec.patches import take_flags
 
 NAME = "0.5.17"
 # the overlap scheduler's write-after-read barrier: the runner whose forward publishes the read-done event, and the
@@ -36,14 +37,7 @@ def server_args_hooks(backend_name: str) -> list:
 
     def init(original, self, *args, **kwargs):
         flags = dict(_PENDING.get() or {})
-        for k in FLAGS:
-            if k in kwargs:  # Engine(quantspec_topk_ratio=...) and friends
-                flags[k] = kwargs.pop(k)
-        if kwargs.get("attention_backend") == backend_name:
-            # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
-            # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
-            kwargs["attention_backend"] = None
-            flags["attention_backend"] = True
+        flags.update(take_flags(kwargs, backend_name))  # Engine(quantspec_topk_ratio=...) and friends
         object.__setattr__(self, "_quantspec_flags", flags)
         return original(self, *args, **kwargs)
 
@@ -53,14 +47,6 @@ def server_args_hooks(backend_name: str) -> list:
 def is_record(server_args) -> bool:
     """Whether ``server_args`` is the record itself (0.5.17 hands every hook the record)."""
     return True
-
-
-def flags_of(server_args) -> dict:
-    return dict(getattr(server_args, "_quantspec_flags", None) or {})
-
-
-def has_private(server_args, name: str) -> bool:
-    return name in vars(server_args)
 
 
 def set_private(server_args, name: str, value) -> None:
@@ -122,12 +108,9 @@ def attn_dp_size(kvc) -> int:
     return kvc.ps.attn_dp_size
 
 
-FUSED_DRAFT_LAYERS = True  # the release's Llama decoder layers take the fused draft forward
-
-
-def fused_draft_layers_unsupported(layer):
-    """Why the fused draft layers (sgl_spec/speculative/draft_layers.py) cannot replace ``layer`` (None: they can)."""
-    return None
+# Why the release's decoder layers cannot take the fused draft forward (sgl_spec/speculative/draft_layers.py); None:
+# they can.
+FUSED_DRAFT_LAYERS_UNSUPPORTED = None
 
 
 def spec_logprobs(batch, logits_output, predict, accept_index) -> None:

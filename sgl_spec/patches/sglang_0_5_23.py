@@ -12,7 +12,7 @@ time and pickled with the record into every scheduler process.
 """
 from __future__ import annotations
 
-from sgl_spec.flags import FLAGS
+from sgl_spec.patches import take_flags
 
 NAME = "0.5.23"
 # the overlap scheduler's write-after-read barrier ("shared read" in 0.5.23): the runner whose forward publishes the
@@ -21,17 +21,6 @@ READ_DONE_RUNNER = "last_shared_read_runner"
 READ_DONE_EVENT = "shared_read_done_event"
 SOURCE = "quantspec"  # the source name of quantspec's declarations
 _SA = "sglang.srt.server_args.ServerArgs"
-
-
-def _take(mapping: dict, backend_name: str) -> dict:
-    """Pop quantspec's flags (and ``attention_backend=quantspec``) out of an argument mapping."""
-    flags = {k: mapping.pop(k) for k in FLAGS if k in mapping}
-    if mapping.get("attention_backend") == backend_name:
-        # The field keeps SGLang's own choice (auto-detected from None): SGLang decides host-side helpers (e.g.
-        # Triton vs torch index kernels) from that string; the model's attention itself is quantspec's.
-        mapping["attention_backend"] = None
-        flags["attention_backend"] = True
-    return flags
 
 
 def server_args_hooks(backend_name: str) -> list:
@@ -47,7 +36,7 @@ def server_args_hooks(backend_name: str) -> list:
         record_class = engine.Engine.server_args_class
 
         def build(**kwargs):
-            flags = _take(kwargs, backend_name)
+            flags = take_flags(kwargs, backend_name)
             record = record_class(**kwargs)
             record._quantspec_flags = flags
             return record
@@ -56,7 +45,7 @@ def server_args_hooks(backend_name: str) -> list:
         engine.Engine.server_args_class = staticmethod(build)
 
     def from_cli_args(original, cls, args):
-        flags = _take(vars(args), backend_name)
+        flags = take_flags(vars(args), backend_name)
         record = original(cls, args)
         record._quantspec_flags = flags
         return record
@@ -69,14 +58,6 @@ def is_record(server_args) -> bool:
     from sglang.srt.arg_groups.arg_utils import is_record as record
 
     return record(server_args)
-
-
-def flags_of(server_args) -> dict:
-    return dict(getattr(server_args, "_quantspec_flags", None) or {})
-
-
-def has_private(server_args, name: str) -> bool:
-    return name in getattr(server_args, "__dict__", {})
 
 
 def set_private(server_args, name: str, value) -> None:
@@ -140,16 +121,11 @@ def attn_dp_size(kvc) -> int:
     return kvc.attn_dp_size
 
 
-FUSED_DRAFT_LAYERS = False  # the release's Llama decoder layers take the fused draft forward
-
-
-def fused_draft_layers_unsupported(layer):
-    """Why the fused draft layers (sgl_spec/speculative/draft_layers.py) cannot replace ``layer`` (None: they can).
-    0.5.23's decoder layers keep the residual in ``forward_batch.residual_stream`` behind layer boundaries instead of
-    passing it in and out, which the fused forward does not implement: drafts run SGLang's own layers."""
-    if hasattr(layer, "attn_boundary"):
-        return "sglang 0.5.23's decoder layers keep the residual in a residual stream (fused draft layers: 0.5.17)"
-    return None
+# Why the release's decoder layers cannot take the fused draft forward (sgl_spec/speculative/draft_layers.py): they
+# keep the residual in ``forward_batch.residual_stream`` behind layer boundaries instead of passing it in and out,
+# which the fused forward does not implement, so drafts run SGLang's own layers.
+FUSED_DRAFT_LAYERS_UNSUPPORTED = ("sglang 0.5.23's decoder layers keep the residual in a residual stream (fused draft "
+                                  "layers: 0.5.17)")
 
 
 def spec_logprobs(batch, logits_output, predict, accept_index) -> None:

@@ -86,9 +86,8 @@ def unsupported(model) -> Optional[str]:
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None or len(layers) == 0:
         return "the model has no model.layers"
-    why = sglang().fused_draft_layers_unsupported(layers[0])
-    if why:
-        return why
+    if sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED:
+        return sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED
     extra = 0
     for i, layer in enumerate(layers):
         if type(layer).__name__ not in _LAYER_CLASSES:

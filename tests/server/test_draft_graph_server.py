@@ -30,7 +30,7 @@ CAPTURE = ["--cuda-graph-max-bs-decode", "8"]  # 0.5.23 has no bare --cuda-graph
 UNFUSED = ["--quantspec-fused-draft", "off"]
 # Whether the installed SGLang's decoder layers take the fused draft forward (sgl_spec/patches/), and what the
 # server logs either way.
-FUSED = sglang().FUSED_DRAFT_LAYERS
+FUSED = sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED is None
 FUSED_LINE = ("draft passes fuse norm + qkv + rope and norm + gate_up + silu_mul" if FUSED
               else "draft passes keep SGLang's layers")
 
