@@ -5,7 +5,7 @@ GPU, tests/support/harness.py's CPU setup for --smoke, own process group, killed
 
 Server settings, and why (GPU):
 * ``--context-length``: the longest prompt + generated tokens + a verify window + a page, rounded up to 1 Ki.
-* ``--cuda-graph-max-bs`` = the largest batch of the grid (every batch replays a decode graph) and
+* ``--cuda-graph-max-bs-decode`` = the largest batch of the grid (every batch replays a decode graph) and
   ``--max-running-requests`` = that + 2: with exactly as many slots as requests, SGLang 0.5.17 leaves the last
   request queued behind a chunked prefill until the others finish (seen on CPU: one slot stays taken while a
   chunked request is re-admitted). quantspec sizes its per-slot hot rings from this; 2 more slots cost nothing.
