@@ -86,8 +86,9 @@ def unsupported(model) -> Optional[str]:
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None or len(layers) == 0:
         return "the model has no model.layers"
-    if sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED:
-        return sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED
+    why = sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED
+    if why:
+        return why
     extra = 0
     for i, layer in enumerate(layers):
         if type(layer).__name__ not in _LAYER_CLASSES:
