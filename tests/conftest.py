@@ -30,10 +30,16 @@ def device():
 
 
 def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests need CUDA; ``interp`` tests (CPU tensors, kernels under the interpreter) run only where the
+    interpreter is on, i.e. without CUDA: a test marked both runs on either."""
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    skip_interp = pytest.mark.skip(reason="Triton-interpreter test on CPU tensors: runs where CUDA is absent")
+    cuda = torch.cuda.is_available()
     for item in items:
-        if "gpu" in item.keywords and not torch.cuda.is_available():
+        if "gpu" in item.keywords and not cuda:
             item.add_marker(skip_gpu)
+        elif "interp" in item.keywords and "gpu" not in item.keywords and cuda:
+            item.add_marker(skip_interp)
 
 
 @pytest.fixture(autouse=True)

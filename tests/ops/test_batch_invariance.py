@@ -8,6 +8,7 @@ batch-invariant; sgl_spec/kvcache/backend.py ``batch_invariant``):
 """
 import math
 
+import pytest
 import torch
 
 from sgl_spec.kernels.verify_attention import triton as va
@@ -23,6 +24,7 @@ def _rows(case, idx):
     return (q[idx].contiguous(), store, pt[idx].contiguous(), qs[idx].contiguous(), hk, hv, hs[idx].contiguous())
 
 
+@pytest.mark.interp  # CPU tensors, the kernel under the interpreter
 def test_verify_rows_are_batch_invariant():
     # The split geometry depends on the page-table width only, so a request's rows are bit-identical whatever else
     # is in the batch (the merge order cannot change with B).

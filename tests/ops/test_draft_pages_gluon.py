@@ -24,6 +24,7 @@ def _sass_report(*args, what="draft_gluon"):
     so the report's exit status."""
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)  # the tree, installed or not
     res = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "draft_sass.py"), what, *args],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -27,6 +27,7 @@ def _sass(what, *args):
     """tests/support/verify_sass.py's report (stdout) of one kernel form."""
     pytest.importorskip("triton.experimental.gluon")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compiled, not interpreted
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)  # the tree, installed or not
     res = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "verify_sass.py"), what, *args],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]  # a layout conversion asserted trivial that is not fails here
