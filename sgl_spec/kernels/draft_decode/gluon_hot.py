@@ -18,6 +18,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
+from sgl_spec.kernels.common.gluon_compat import cta_barrier
 from sgl_spec.kernels.draft_decode import triton_hot as draft_hot
 from sgl_spec.kernels.draft_decode.launch import GLUON_HOT_TOKENS
 
@@ -90,7 +91,7 @@ def _hot_partial(q_ptr, s_qb, s_qh, hk_ptr, hv_ptr, hvw_ptr, s_hs, s_hr, s_hn, s
             src = b.to(gl.int64) * s_nb + h.to(gl.int64) * s_nh + c
             gl.store(hk_ptr + dst, gl.load(nk_ptr + src).to(dt))
             gl.store(hv_ptr + dst, gl.load(nv_ptr + src).to(dt))
-        gl.thread_barrier()  # the warp's stores visible to its loads below
+        cta_barrier()  # the warp's stores visible to its loads below
 
     # q^T [128, 8] in the ring's dtype, unscaled (the products are scaled in fp32, as HOT_NATIVE does); heads >= G: 0
     qk = gl.arange(0, 128, layout=gl.SliceLayout(1, OPB))

@@ -43,6 +43,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
+from sgl_spec.kernels.common.gluon_compat import cta_barrier
 from sgl_spec.kernels.draft_decode.gluon_hot import _half_pair, _hot_partial
 from sgl_spec.kernels.draft_decode.gluon_stream import (_copy_page, _page_words, _read_page, _stream_buffers, _tma_buffers,
                                                  _tma_page)
@@ -302,7 +303,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
         slot = 0
         phase = 0
         for i in range(lo, hi, ST):
-            gl.thread_barrier()  # every lane is past its reads of the slot the next copy fills
+            cta_barrier()  # every lane is past its reads of the slot the next copy fills
             ia = i + (STAGES - 1) * ST
             if TMA:
                 fence_async_shared()  # those reads ordered before the TMA unit's writes
@@ -315,7 +316,7 @@ def _split_partial(q_ptr, s_qb, s_qh, ku_ptr, vu_ptr, s_up, s_uh, ks_ptr, kz_ptr
                 mbarrier.wait(bars.index(slot), phase)  # this page's bytes
             else:
                 async_copy.wait_group(STAGES - 1)  # this page's group (one group a page, empty ones included)
-                gl.thread_barrier()  # the scales other lanes copied
+                cta_barrier()  # the scales other lanes copied
             page = _read_page(kb, vb, sc, slot, KW, VW, KSC, VSL)
             m_i, l_i, pz_i, o_i = _attend(m_i, l_i, pz_i, o_i, q_b, page, zero_s, zero_o, MMA, OPA, OPB)
             slot = (slot + 1) % STAGES

@@ -23,6 +23,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
+from sgl_spec.kernels.common.gluon_compat import cta_barrier
 from sgl_spec.kernels.verify_attention.gluon_rules import GLUON_PAGE_SIZE, NUM_WARPS, row_tiles, slim_form, value_branches
 from sgl_spec.kernels.verify_attention.gluon_pages import FLAT, PSM, VSM, _page_loop, _pdl_start, _q_tiles, _split
 from sgl_spec.kernels.verify_attention.gluon_rows import _row_pages
@@ -86,7 +87,7 @@ def _verify_pages_ws_kernel(
         mbarrier.init(vfull, count=1)
         mbarrier.init(vempty, count=1)
         fence_async_shared()
-        gl.thread_barrier()  # q^T written by all warps, read whole by each; the barriers initialized
+        cta_barrier()  # q^T written by all warps, read whole by each; the barriers initialized
         # the compute warps read the buffers in the layouts of the cp.async form (the same bytes)
         ksm_u = kt_u._reinterpret(gl.int32, [256, 16], FLAT)
         ksm_l = kt_l._reinterpret(gl.int32, [256, 16], FLAT)

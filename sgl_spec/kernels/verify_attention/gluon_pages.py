@@ -44,6 +44,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy, mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier
 
+from sgl_spec.kernels.common.gluon_compat import cta_barrier
 from sgl_spec.kernels.verify_attention.gluon_frags import (COLS, MMA, OPA, OPB, ROWS, VH, VSL, _per_warp, _rows,
                                                _scores, _values_a)
 from sgl_spec.kernels.verify_attention.gluon_rules import (GLUON_PAGE_SIZE, NUM_WARPS, copy_warp_form, row_tiles, slim_form,
@@ -95,7 +96,7 @@ def _verify_pages_kernel(
         if N2 == 0:
             psm_b = psm
             mx_b = mx
-        gl.thread_barrier()  # q^T written by all warps, read whole by each
+        cta_barrier()  # q^T written by all warps, read whole by each
         _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, psm_b, mx, mx_b,
                    ku_ptr, kl_ptr, vu_ptr, vl_ptr, ks_ptr, kz_ptr, vs_ptr, vz_ptr, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh,
                    pt_ptr + b * s_pb, s_pj, 0, 0, 0, 0, q_start, j0, j1, s, h, b, n_c, own_a, own_b, m_ptr, l_ptr,
@@ -203,7 +204,7 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
             mbarrier.wait(kfull, ph)  # this group's keys and scales
         else:
             async_copy.wait_group(1)  # this group's keys (its values may be in flight)
-            gl.thread_barrier()
+            cta_barrier()
         sc, sc_b = _scores(ksm_u, ksm_l, sss, zss, qsm, qsm_b, zero_s, zero_b, N2)
         vs = _rows(vss.reshape([4, 4, 16]).load(VSL))
         vz = _rows(vzs.reshape([4, 4, 16]).load(VSL))
@@ -218,7 +219,7 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
         mx.store(cm4)
         if N2 > 0:
             mx_b.store(_page_max(sc_b))
-        gl.thread_barrier()  # also: every warp is past the previous group's values (its buffers are free)
+        cta_barrier()  # also: every warp is past the previous group's values (its buffers are free)
         if WS:
             mbarrier.arrive(kempty)  # keys and scales read (vs, vz in registers)
         m_new, alpha, p = _group_max(sc, m_run, mx, qk_scale)
@@ -235,10 +236,10 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
             l_wb, z_wb = _probs(p_b, alpha_b, vs, vz, psm_b, l_wb, z_wb)
         if WS:
             mbarrier.wait(vfull, ph)  # this group's values
-            gl.thread_barrier()  # p' visible
+            cta_barrier()  # p' visible
         else:
             async_copy.wait_group(0)  # this group's values
-            gl.thread_barrier()  # p' and the values visible; the key buffers free
+            cta_barrier()  # p' and the values visible; the key buffers free
             _copy_keys(ksm_u, ksm_l, sss, zss, vss, vzs, ku_ptr, kl_ptr,
                        ks_ptr, kz_ptr, vs_ptr, vz_ptr, pt_row, s_pj, s_wp, s_wh, s_sp, s_sh, s_vp, s_vh, h, jb + 4,
                        j1, kR, k_off, sW, s_off, SUB)
@@ -248,7 +249,7 @@ def _page_loop(ksm_u, ksm_l, sss, zss, vss, vzs, vsm_u, vsm_l, qsm, qsm_b, psm, 
             acc, _unused = _values(acc, alpha, acc, alpha, vsm_u, vsm_l, psm, psm, N2, jb, j1, BR)
         if HAS_SCORES and not SCORE_LSE:  # the page scores from the page maxima, in mx until the next group's barrier
             _store_scores_mx(sc_ptr, s_cb, s_ch, s_cj, jb, mx, n_scored, j1, n_front, sm_scale, G, N, SUB)
-        gl.thread_barrier()  # p' and the value buffers free
+        cta_barrier()  # p' and the value buffers free
         if WS:
             mbarrier.arrive(vempty)
         else:

@@ -27,6 +27,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
+from sgl_spec.kernels.common.gluon_compat import cta_barrier
 from sgl_spec.kernels.verify_attention.gluon_frags import COLS, MMA, OPA, OPB, ROWS
 from sgl_spec.kernels.verify_attention.gluon_rows import _window_row
 
@@ -75,10 +76,10 @@ def _ring_program(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r,
         base = hslot * shk_s + (L % 2) * shk_r + h * shk_h  # the ring holds pages L % 2 (RING = 2)
         tmask = (c * 64 + tR) <= max_pos  # entries past the window are stale: never loaded
         at = base + ((c % CH) * 64 + tR).to(gl.int64)[:, None] * shk_n + cR[None, :]
-        gl.thread_barrier()  # every warp is past the previous chunk's operands
+        cta_barrier()  # every warp is past the previous chunk's operands
         ksm.store(gl.load(hk_ptr + at, mask=tmask[:, None], other=0.0))
         vsm.store(gl.load(hv_ptr + at, mask=tmask[:, None], other=0.0))
-        gl.thread_barrier()
+        cta_barrier()
         s = mma_v2(ksm.load(OPA), qsm.load(OPB), gl.zeros([64, NT], gl.float32, layout=MMA))
         tok = c * 64 + t_rows
         vis = (ok_c & (own_c == L))[None, :] & (tok[:, None] <= pos_c[None, :])
@@ -90,7 +91,7 @@ def _ring_program(q_ptr, s_qb, s_qn, s_qh, hk_ptr, hv_ptr, hs_ptr, shk_s, shk_r,
         hi = p.to(dt)
         p_hi.store(hi)
         p_lo.store((p - hi.to(gl.float32)).to(dt))
-        gl.thread_barrier()
+        cta_barrier()
         va = vsm.permute([1, 0]).load(OPA)  # V^T [128, 64]
         acc = mma_v2(va, p_hi.load(OPB), acc * alpha[None, :])
         acc = mma_v2(va, p_lo.load(OPB), acc)
