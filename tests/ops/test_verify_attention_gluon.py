@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+
+from sgl_spec.kernels import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SMEM_PER_SM = 228 * 1024  # sm_90; two programs an SM (gluon_rules.PROGRAMS_PER_SM) must fit
@@ -99,7 +102,11 @@ def test_copy_warp_form_compiles_for_sm90(G, N, N2, P):
     # the page loop: the cp.async form's MMAs, no per-thread copies, no spill loads; a barrier more (the value
     # buffers' release) than the cp.async form's four
     assert _num(out, "loop_hmma") == 64 * (N + N2) // 8, out[-2000:]
-    assert _num(out, "loop_ldgsts") == 0 and _num(out, "loop_ldl") == 0, out[-2000:]
+    assert _num(out, "loop_ldgsts") == 0, out[-2000:]
+    # spill-free in the Triton the engine launches Gluon with (engine.GLUON_TRITON); Triton 3.8 lowers this loop to
+    # scalar code that reloads a spilled value every pass at P = 128, and the engine keeps the Triton engine there
+    if triton.__version__.startswith(engine.GLUON_TRITON):
+        assert _num(out, "loop_ldl") == 0, out[-2000:]
     assert _num(out, "loop_bar_sync") <= 5, out[-2000:]
     # per group: key and value planes of 4 pages and 4 scale rows of each kind, in both copy loops of the kernel
     # (the copy warp's loop is compiled once, its 8 + 16 + 8 copies a group)
