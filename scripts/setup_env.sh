@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Build the CPU environment: a venv with SGLang ($SGLANG_VERSION: 0.5.17 by default, or 0.5.23), its torch and
+# Build the CPU environment: a venv with SGLang ($SGLANG_VERSION: 0.5.23 by default, or 0.5.17), its torch and
 # triton (used here under TRITON_INTERPRET=1), the modules its server imports, then sgl-spec in editable mode.
 # Idempotent: a second run only re-checks.
-# Usage: bash scripts/setup_env.sh [VENV_DIR]   (default .venv; SGLANG_VERSION=0.5.23: .venv-0.5.23)
+# Usage: bash scripts/setup_env.sh [VENV_DIR]   (default .venv; SGLANG_VERSION=0.5.17: .venv-0.5.17)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SGLANG_VERSION=${SGLANG_VERSION:-0.5.17}
+SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
 case "$SGLANG_VERSION" in
-  0.5.17) DEFAULT_VENV=$ROOT/.venv; XGRAMMAR=0.2.8; TORCHVISION=0.28.0 ;;
-  0.5.23) DEFAULT_VENV=$ROOT/.venv-0.5.23; XGRAMMAR=0.2.7 ;;
+  0.5.23) DEFAULT_VENV=$ROOT/.venv; XGRAMMAR=0.2.7 ;;
+  0.5.17) DEFAULT_VENV=$ROOT/.venv-0.5.17; XGRAMMAR=0.2.8; TORCHVISION=0.28.0 ;;
   *) echo "setup_env: SGLANG_VERSION must be 0.5.23 or 0.5.17 (the releases sgl-spec supports), got $SGLANG_VERSION" >&2
      exit 2 ;;
 esac
 VENV=${1:-$DEFAULT_VENV}
 PY=${PYTHON:-python3}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+HAVE=$("$VENV/bin/python" -c "from importlib.metadata import version as v; print(v('sglang'))" 2>/dev/null || true)
+if [ -n "$HAVE" ] && [ "$HAVE" != "$SGLANG_VERSION" ]; then
+  echo "setup_env: $VENV holds sglang $HAVE, not $SGLANG_VERSION: remove it, or pass another VENV_DIR" >&2
+  exit 2
+fi
 
 pip_install() {
   # This machine's pip config lists a local index directory that may not exist; pip then prints one warning per
