@@ -7,6 +7,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
+[ -d "$VENV" ] && VENV=$(cd "$VENV" && pwd)  # absolute: the demo runs from a scratch folder
 PY="$VENV/bin/python"
 [ -x "$PY" ] || { echo "demo: no Python at $PY; run bash scripts/setup_env.sh (or set VENV)" >&2; exit 2; }
 if [ -z "${MODEL:-}" ]; then
