@@ -1,8 +1,9 @@
 """The README's flag table, generated from the flag definitions.
 
 Rows: the SGLang flags quantspec interprets (their defaults taken from sgl_spec/config.py and
-sgl_spec/kvcache/format.py), then every ``--quantspec-*`` flag of sgl_spec/flags.py ``FLAGS`` with its default,
-choices and help text (the help's trailing "Default: ..." sentence is the default column).
+sgl_spec/kvcache/format.py; what the two ways to turn quantspec on do, from sgl_spec/flags.py), then every
+``--quantspec-*`` flag of sgl_spec/flags.py ``FLAGS`` with its default, choices and help text (the help's trailing
+"Default: ..." sentence is the default column).
 
     python scripts/flag_table.py            # print the table
     python scripts/flag_table.py --write    # replace the block between the markers in README.md
@@ -25,6 +26,7 @@ END = "<!-- flags:end -->"
 
 def _sglang_rows() -> list[tuple[str, str, str, str]]:
     from sgl_spec.config import DEFAULT_NUM_DRAFT_STEPS, DEFAULT_PAGE_SIZE, default_num_draft_steps
+    from sgl_spec.flags import ATTENTION_BACKEND_QUANTSPEC, SPEC_ALGO_QUANTSPEC
     from sgl_spec.kvcache.format import SUPPORTED_PAGE_SIZES
 
     sizes = " / ".join(map(str, SUPPORTED_PAGE_SIZES))
@@ -35,17 +37,23 @@ def _sglang_rows() -> list[tuple[str, str, str, str]]:
         f", {g[large[0]]} (G = {' or '.join(map(str, large))})" if large and len({g[n] for n in large}) == 1 else "")
     return [
         ("--spec-algo quantspec", "–", "–",
-         "Alias of `--speculative-algorithm QUANTSPEC`: self-speculative decoding (drafts by the target model itself "
-         "over the 4-bit upper plane of its top-k KV pages, one INT8 verify of γ+1 tokens a round)."),
-        ("--attention-backend quantspec", "–", "–",
-         "Without a speculative algorithm: the INT8-only, non-speculative mode (same KV pool, view and kernels, no "
-         "drafting); the model the speculative mode reproduces token for token."),
+         "Alias of `--speculative-algorithm QUANTSPEC`: " + _code(SPEC_ALGO_QUANTSPEC)),
+        ("--attention-backend quantspec", "–", "–", _capital(_code(ATTENTION_BACKEND_QUANTSPEC))),
         ("--speculative-num-steps", gamma_default, f"1 … page size − 1",
          f"γ, draft tokens a round. Default: the longest window up to {DEFAULT_NUM_DRAFT_STEPS} whose γ+1 rows × G "
          "query heads per KV head fit one verify row tile. `--speculative-num-draft-tokens N` alone sets γ = N − 1."),
         ("--page-size", str(DEFAULT_PAGE_SIZE), sizes,
          "SGLang's page size, which is also the quantization group."),
     ]
+
+
+def _code(text: str) -> str:
+    """Flags (with a quantspec value) in backticks."""
+    return re.sub(r"(--[a-z][a-z-]*(?: quantspec)?)", r"`\1`", text)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _default_of(name: str, default, kw: dict, help_text: str) -> str:
@@ -62,7 +70,7 @@ def _meaning(help_text: str) -> str:
     text = re.sub(r"\s+", " ", help_text[:i] if i >= 0 else help_text).strip()
     # "quantspec draft: ..." -> "Draft: ...", "quantspec: ..." -> "...": every row is a quantspec flag
     text = re.sub(r"^quantspec(?: ([^:]+))?: ", lambda m: f"{m.group(1)}: " if m.group(1) else "", text)
-    return text[:1].upper() + text[1:]
+    return _capital(text)
 
 
 def _cell(s: str) -> str:

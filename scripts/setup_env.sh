@@ -44,7 +44,7 @@ if '$SGLANG_VERSION' != '0.5.17':  # a user's client program, with no shims on t
     from sglang import RuntimeEndpoint, function, gen
 sys.path.insert(0, '$ROOT/tests/shims')
 import torchvision_fix; torchvision_fix.install()
-import torch, triton, sglang, sgl_spec, sgl_kernel, tvm_ffi
+import torch, triton, sglang, sgl_spec, sgl_kernel, tvm_ffi, prometheus_client
 import sglang.srt.entrypoints.http_server, sglang.srt.speculative.ngram_worker
 from sgl_spec.patches import sglang as adapter
 assert adapter().NAME == sglang.__version__, (adapter().NAME, sglang.__version__)

@@ -1,9 +1,11 @@
-"""quantspec's ``--quantspec-*`` command-line flags: their choices, defaults and help (``FLAGS``), how they join
-SGLang's parser (``add_cli_args``, from plugin.py's hook on ``ServerArgs.add_cli_args``), and the checks of their
-values (``check_draft_options``; sgl_spec/config.py's ``configure`` calls it with the user's flags and the defaults
-filled in, because ``Engine(**kwargs)`` bypasses argparse's own ``choices``)."""
+"""quantspec's ``--quantspec-*`` command-line flags: their choices, defaults and help (``FLAGS``), the help of the two
+ways to turn quantspec on (``--spec-algo quantspec``, ``--attention-backend quantspec``), how they join SGLang's
+parser (``add_cli_args``, from plugin.py's hook on ``ServerArgs.add_cli_args``), and the checks of their values
+(``check_draft_options``; sgl_spec/config.py's ``configure`` calls it with the user's flags and the defaults filled
+in, because ``Engine(**kwargs)`` bypasses argparse's own ``choices``)."""
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
@@ -19,6 +21,16 @@ PAGE_SCORES = ("max", "lse")
 FUSED_DRAFT_CHOICES = ("on", "off")
 DRAFT_KERNELS = ("auto", "triton", "gluon")
 VERIFY_KERNELS = ("auto", "triton", "gluon")
+
+# The two ways to turn quantspec on, as --help (add_cli_args) and the README's flag table (scripts/flag_table.py)
+# describe them.
+SPEC_ALGO_QUANTSPEC = (
+    "self-speculative decoding over quantspec's INT8 KV cache: each round the target model drafts γ tokens from the "
+    "4-bit upper plane of its top-k KV pages, and one INT8 verify of the γ+1 tokens accepts them losslessly (the "
+    "output is that of --attention-backend quantspec alone).")
+ATTENTION_BACKEND_QUANTSPEC = (
+    "alone (without --spec-algo quantspec): the INT8-only, non-speculative mode (quantspec's INT8 KV pages and "
+    "attention, no drafting), whose output --spec-algo quantspec reproduces; --spec-algo quantspec implies it.")
 
 # name -> (default, argparse kwargs). Defaults are applied in configure() (argparse keeps None) so that
 # "flag given without quantspec on" can be told apart from "flag left at its default".
@@ -43,12 +55,12 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "request's sampling_params.custom_params['quantspec_draft'] names its policy (sgl_spec/experimental/page_study.py). "
         "Default: topk-head."))),
     "quantspec_speculate": ("always", dict(choices=SPECULATE_CHOICES, help=(
-        "quantspec: 'always' speculates every step; 'auto' speculates only where the cost model (measured step "
-        "times on this server, α from the accept lengths) predicts a speedup over a plain INT8 decode step, and "
-        "takes plain steps elsewhere (experimental: on an H200 it still lost at batch 1, where raw speculation "
-        "wins); 'never' always takes the plain step (debugging; same output). Default: always (on an H200, "
-        "pycode-30m, faster than stock BF16 decoding in every batch x context cell of bench/results/e2e.json; on "
-        "the CPU reference path quantspec is slower than stock)."))),
+        "quantspec: which decode steps speculate. 'always': every step is a speculative round (γ drafts, one INT8 "
+        "verify of γ+1 tokens); 'auto': a step speculates only where the cost model (step times measured on this "
+        "server, α from the accept lengths) predicts that a round is faster than plain INT8 decode steps, and is "
+        "one plain INT8 decode step elsewhere (experimental: measured on an H200 GPU it was still slower than "
+        "'always' at batch 1); 'never': every step is a plain INT8 decode step, without drafts (debugging). The "
+        "output is the same with each. Default: always."))),
     "quantspec_cost_model": (None, dict(help=(
         "quantspec: a fitted cost model JSON (bench/bench_e2e.py writes costmodel_<model>.json) as the starting "
         "point of --quantspec-speculate auto instead of the datasheet defaults."))),
@@ -79,8 +91,8 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "the query heads of a KV head, sm_90+, Triton 3.6; wider windows use triton) for every launch; 'triton': "
         "the Triton kernel; 'auto': gluon where it runs, for every launch with >= 4 query heads a KV head and for "
         "launches of at least 32 request x KV-head pairs with fewer (the Triton kernel below, where it was faster on "
-        "an H100), and for every launch with --enable-deterministic-inference. Both compute the same INT8 attention "
-        "(fp32 sums in another order). Default: auto."))),
+        "an H100 GPU), and for every launch with --enable-deterministic-inference. Both compute the same INT8 "
+        "attention (fp32 sums in another order). Default: auto."))),
     "quantspec_page_score": ("max", dict(choices=PAGE_SCORES, help=(
         "quantspec draft, score-driven pages: a page's verify score per query head is the max of its logits over "
         "the two score rows ('max'), or the log-sum-exp of its logits per row, log-add-exp'ed over the two rows "
@@ -89,6 +101,14 @@ FLAGS: dict[str, tuple[Any, dict]] = {
 
 
 def add_cli_args(parser) -> None:
+    """quantspec's flags, the ``--spec-algo`` alias, and what ``--attention-backend quantspec`` means in the help of
+    SGLang's ``--attention-backend`` (when the parser has it)."""
+    parser.add_argument(
+        "--spec-algo", dest="speculative_algorithm", type=str, default=argparse.SUPPRESS,
+        help=f"Alias of --speculative-algorithm. --spec-algo quantspec: {SPEC_ALGO_QUANTSPEC}")
+    for action in parser._actions:
+        if "--attention-backend" in action.option_strings and ATTENTION_BACKEND_QUANTSPEC not in (action.help or ""):
+            action.help = f"{action.help or ''} 'quantspec' {ATTENTION_BACKEND_QUANTSPEC}".strip()
     for name, (default, kw) in FLAGS.items():
         kw = dict(kw)
         kw.setdefault("default", None)

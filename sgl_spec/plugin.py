@@ -5,8 +5,8 @@ hooks; ``register()`` is idempotent so a second call (tests, a manual call) chan
 (all by ``sglang.srt.plugins.hook_registry.HookRegistry``, no SGLang file is edited):
 
 command line / server args (sgl_spec/config.py)
-  * ``ServerArgs.add_cli_args`` (AFTER): ``--spec-algo`` alias of ``--speculative-algorithm``, ``--quantspec-*`` flags;
-    ``quantspec`` is added to the ``--attention-backend`` choices.
+  * ``ServerArgs.add_cli_args`` (AFTER): ``--spec-algo`` alias of ``--speculative-algorithm``, ``--quantspec-*`` flags
+    (sgl_spec/flags.py); ``quantspec`` is added to the ``--attention-backend`` choices and described in its help.
   * the installed SGLang's adapter (sgl_spec/patches/): our flags are not ServerArgs fields, so they are taken out
     of the command line / ``Engine(...)`` keywords and stashed on the record before SGLang resolves it;
     ``attention_backend="quantspec"`` becomes "SGLang's default backend + quantspec INT8 mode".
@@ -22,17 +22,20 @@ attention (sgl_spec/kvcache/backend.py)
     SGLang's attention-backend registry.
 CPU (sgl_spec/patches/cpu_paged_allocator.py)
   * ``KVCacheConfigurator._build_token_to_kv_pool_allocator`` (AROUND): page-aligned slot allocation without Triton.
+metrics (sgl_spec/speculative/spec_metrics.py)
+  * ``SchedulerMetricsReporter.update_spec_metrics`` (AFTER): accept length / rate in the stats and gauges every round.
+  * ``SchedulerLoadInquirer.get_loads`` (AFTER): /v1/loads' speculative block from the lifetime counts.
 speculative algorithm
   * ``SpeculativeAlgorithm.register("QUANTSPEC", ...)``: worker ``sgl_spec.speculative.worker.QuantSpecWorker`` (imported lazily).
 """
 from __future__ import annotations
 
-import argparse
 import logging
 
 from sgl_spec.config import ALGO_NAME, BACKEND_NAME, configure, get_config
 from sgl_spec.flags import add_cli_args
 from sgl_spec.patches import sglang
+from sgl_spec.speculative import spec_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,9 @@ def register() -> None:
         # the live penalizer state for exact penalties in a speculative window (sgl_spec/speculative/penalties.py)
         ("sglang.srt.sampling.sampling_batch_info.SamplingBatchInfo.copy_for_forward", _stash_penalizers,
          HookType.AFTER),
+        # SGLang's speculative metrics, current after every round
+        (spec_metrics.ROUND_TARGET, spec_metrics.on_round, HookType.AFTER),
+        (spec_metrics.LOADS_TARGET, spec_metrics.on_loads, HookType.AFTER),
     ]
     for target, fn, kind in hooks:
         HookRegistry.register(target, fn, kind)
@@ -75,12 +81,6 @@ def register() -> None:
 
 # ---- server args ------------------------------------------------------------------------------------------------------
 def _add_cli_args(result, parser):
-    parser.add_argument(
-        "--spec-algo", dest="speculative_algorithm", type=str, default=argparse.SUPPRESS,
-        help="Alias of --speculative-algorithm (e.g. --spec-algo quantspec: self-speculative decoding over "
-             "quantspec's INT8 KV cache). --attention-backend quantspec alone serves the INT8 KV cache without "
-             "speculation (the mode whose output speculation reproduces).",
-    )
     add_cli_args(parser)
 
 

@@ -1,6 +1,7 @@
 """SGLang's user-facing APIs in front of ``--spec-algo quantspec`` (tiny random Llama, fp32, default quantspec
-settings): native /generate (plain and streaming), the OpenAI completions and chat endpoints (streaming too), and
-an SGLang frontend program (``sgl.function`` with ``gen`` and ``select`` through ``sgl.RuntimeEndpoint``).
+settings): native /generate (plain and streaming), the OpenAI completions and chat endpoints (streaming too), an
+SGLang frontend program (``sgl.function`` with ``gen`` and ``select`` through ``sgl.RuntimeEndpoint``), and the
+speculative metrics of /v1/loads and of ``--enable-metrics``' /metrics.
 
 Each path must give the same greedy text as a direct /generate of the same prompt: speculation may change how
 tokens are batched into stream chunks, never which tokens come out. The tokenizer (tests/assets/tokenizer) ships a
@@ -14,7 +15,10 @@ from harness import launch_server
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
 
-ARGS = ["--dtype", "float32", "--spec-algo", "quantspec", "--sleep-on-idle"]
+# --decode-log-interval: SGLang writes no decode-batch log line here (the module runs far fewer rounds), so the
+# speculative metrics it reports are quantspec's own per-round feed, not what SGLang sets at a log line.
+ARGS = ["--dtype", "float32", "--spec-algo", "quantspec", "--sleep-on-idle", "--enable-metrics",
+        "--decode-log-interval", "100000"]
 N = 24
 PROMPT = "import os\nimport sys\n\nclass Config:\n    def __init__(self, path):\n"
 GREEDY = {"max_new_tokens": N, "temperature": 0, "ignore_eos": True}
@@ -96,3 +100,30 @@ def test_frontend_program_gen_and_select(server):
             "max_new_tokens": 12, "temperature": 0}}))
         assert st["code"] == direct["text"]
         assert st.get_meta_info("code")["spec_verify_ct"] > 0  # the program's gen ran speculatively
+
+
+def test_loads_and_metrics_count_every_round(server):
+    """/v1/loads' speculative block and the accept gauges of --enable-metrics, with no decode-batch log line
+    written (ARGS). Over the server's lifetime, request-rounds are SGLang's sglang:spec_verify_calls_total and
+    accepted drafts = (accept length - 1) x request-rounds: what three more requests add to each must be what their
+    meta_info counted, and accept rate = accepted drafts / (γ per request-round). Without a log line the gauges'
+    interval is the lifetime too, so they read the same values."""
+
+    def lifetime():
+        spec = server.idle_load().get("speculative")
+        rounds = round(server.metric("sglang:spec_verify_calls_total"))
+        accepted = 0 if spec is None else round((spec["accept_length"] - 1) * rounds)
+        return spec, rounds, accepted
+
+    _, rounds0, accepted0 = lifetime()
+    meta = [server.generate(p, max_new_tokens=N)["meta_info"] for p in (PROMPT, "def add(a, b):\n", "x = [1, 2")]
+    spec, rounds, accepted = lifetime()
+    gamma = meta[0]["spec_num_proposed_drafts"] // meta[0]["spec_verify_ct"]
+    assert rounds - rounds0 == sum(m["spec_verify_ct"] for m in meta) > 0
+    assert accepted - accepted0 == sum(m["spec_num_correct_drafts"] for m in meta)
+    assert 0.0 < spec["accept_rate"] <= 1.0
+    assert spec["accept_rate"] == pytest.approx(accepted / (gamma * rounds), rel=1e-9)
+    assert spec["accept_length"] == pytest.approx(1 + gamma * spec["accept_rate"], rel=1e-12)
+    assert server.metric("sglang:spec_accept_rate") == pytest.approx(spec["accept_rate"], rel=1e-12)
+    assert server.metric("sglang:spec_accept_length") == pytest.approx(spec["accept_length"], rel=1e-12)
+    assert server.metric("sglang:spec_num_steps") == gamma

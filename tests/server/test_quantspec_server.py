@@ -78,6 +78,17 @@ def test_spec_metrics_in_meta_info(spec_sequential):
         assert "spec_accept_rate" in mi and sum(mi["spec_correct_drafts_histogram"]) == mi["spec_verify_ct"]
 
 
+def test_loads_report_acceptance_without_metrics(spec_server, spec_sequential):
+    """/v1/loads' speculative block on a server without --enable-metrics, after rounds on both sides of
+    SGLang's decode-batch log lines (every 40 rounds): accept rate = accepted drafts / (γ per request-round) since
+    the module's /flush_cache (which starts SGLang's lifetime counts over), from the same counts as the accept length
+    (sgl_spec/speculative/spec_metrics.py)."""
+    spec = spec_server.idle_load().get("speculative")
+    assert spec is not None, "no speculative block in /v1/loads"
+    assert 0.0 < spec["accept_rate"] <= 1.0
+    assert spec["accept_length"] == pytest.approx(1 + GAMMA * spec["accept_rate"], rel=1e-12)
+
+
 def test_logprobs_match_int8_mode(int8_outputs, spec_sequential):
     """Verify rows and non-speculative decode compute the same logits through different kernels (window of γ+1 vs
     one query): fp32 summation order differs, so compare to 1e-3 (logprobs here are O(1..10))."""

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from harness import ServerFailed, launch_server
+from harness import launch_server
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
 
@@ -34,29 +34,10 @@ def server(tiny_llama_fp32):
         assert "memory leak" not in srv.log_tail(100000)
 
 
-def _load(srv):
-    return requests.get(srv.url + "/v1/loads", timeout=60).json()["loads"][0]
-
-
 def free_tokens(srv, timeout=60):
     """Free KV tokens once the server is idle and its radix cache is flushed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            srv.flush_cache()  # refused while any request is still held by the scheduler
-            flushed = time.time()
-            load = _load(srv)
-            # the snapshot is published by the scheduler's idle loop: take one from after the flush
-            while load["timestamp"] <= flushed and time.monotonic() < deadline:
-                time.sleep(0.2)
-                load = _load(srv)
-            if load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0 and load["timestamp"] > flushed:
-                return load["max_total_num_tokens"] - load["num_used_tokens"]
-        except ServerFailed:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"server not idle/flushable within {timeout}s: {_load(srv)}")
-        time.sleep(0.25)
+    load = srv.idle_load(timeout, flush=True)
+    return load["max_total_num_tokens"] - load["num_used_tokens"]
 
 
 def _ids(rng, n):
@@ -133,7 +114,7 @@ def test_kv_pages_return_to_the_start_value_after_mixed_load(server):
         deadline = time.monotonic() + 30
         seen = []
         while time.monotonic() < deadline:  # snapshots come at prefill and every 15 decode rounds
-            load = _load(server)
+            load = server.load()
             seen.append((load["num_running_reqs"], load["num_used_tokens"]))
             if load["num_used_tokens"] >= 199 // P * P:
                 break

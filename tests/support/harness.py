@@ -250,6 +250,41 @@ class Server:
     def server_info(self):
         return self._json(requests.get(self.url + "/server_info", timeout=60))
 
+    def load(self):
+        """The latest /v1/loads snapshot of the (single) scheduler."""
+        return self._json(requests.get(self.url + "/v1/loads", timeout=60))["loads"][0]
+
+    def idle_load(self, timeout=60, flush=False):
+        """A /v1/loads snapshot taken while the server is idle. The scheduler publishes one whenever it goes idle,
+        so after a request it answers (/server_info) the first snapshot stamped later that shows no request is an
+        idle one. flush=True pokes it with /flush_cache instead, accepted only while it holds no request: the radix
+        cache is then empty, and SGLang's lifetime metrics (the speculative block) start over."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if flush:
+                    self.flush_cache()
+                else:
+                    self.server_info()
+                poked = time.time()
+                load = self.load()
+                while load["timestamp"] <= poked and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    load = self.load()
+                if load["num_running_reqs"] == 0 and load["num_waiting_reqs"] == 0 and load["timestamp"] > poked:
+                    return load
+            except ServerFailed:
+                pass
+            if time.monotonic() > deadline:
+                raise ServerFailed(f"server not idle within {timeout}s: {self.load()}")
+            time.sleep(0.25)
+
+    def metric(self, name):
+        """The sum of a metric's samples (over their label sets) on /metrics (--enable-metrics)."""
+        text = requests.get(self.url + "/metrics", timeout=60).text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(name + "{") or line.startswith(name + " "))
+
 
 def _wait_ready(proc, url, log_path, timeout):
     deadline = time.monotonic() + timeout

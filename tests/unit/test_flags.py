@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
-from sgl_spec.flags import FLAGS, add_cli_args, check_draft_options
+from sgl_spec.flags import FLAGS, SPECULATE_CHOICES, add_cli_args, check_draft_options
 
 
 def _defaults(**over):
@@ -47,3 +48,38 @@ def test_flags_that_do_not_apply_together():
     with pytest.raises(ValueError, match="--quantspec-score-ema tunes the score-driven draft pages"):
         check_draft_options(_defaults(quantspec_draft_pages="streaming"), {"quantspec_draft_pages": "streaming",
                                                                            "quantspec_score_ema": 0.3})
+
+
+def _helps(parser) -> dict:
+    return {a.option_strings[0]: a.help for a in parser._actions if a.option_strings}
+
+
+def test_help_of_sglangs_parser_names_the_int8_only_mode():
+    """--help as launch_server prints it: SGLang's own parser, then the plugin's hook on ServerArgs.add_cli_args."""
+    from sglang.srt.server_args import ServerArgs
+
+    from sgl_spec import plugin
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    plugin._add_cli_args(None, parser)
+    helps = _helps(parser)
+    backend = " ".join(helps["--attention-backend"].split())
+    assert backend.startswith("Choose the kernels for attention layers.")  # SGLang's text stays first
+    assert "'quantspec' alone (without --spec-algo quantspec): the INT8-only, non-speculative mode" in backend
+    assert "--attention-backend quantspec alone" in helps["--spec-algo"]
+    assert "INT8-only" in parser.format_help()
+
+
+def test_help_states_each_speculate_choice_and_measures_speed_on_a_gpu():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--attention-backend", help="Choose the kernels for attention layers.")
+    add_cli_args(parser)
+    helps = _helps(parser)
+    speculate = helps["--quantspec-speculate"]
+    assert all(f"'{choice}': " in speculate for choice in SPECULATE_CHOICES)
+    assert "stock" not in speculate  # no comparison with stock SGLang: it depends on the device (slower on CPU)
+    speed = re.compile(r"\b(faster|slower|speedups?|wins?|lost|loses)\b", re.I)
+    for flag, text in helps.items():
+        if text and speed.search(text):
+            assert re.search(r"\bGPU\b", text), f"{flag}'s help compares speed without naming a GPU"
