@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from sgl_spec.patches import sglang
 from sgl_spec.speculative import draft_graph
 from sgl_spec.speculative.draft_graph import DraftStatics
 
@@ -123,11 +124,12 @@ def test_statics_load_once_per_draft_block():
 
 def test_routed_swaps_the_runner_and_restores_the_war_event():
     verify_runner, draft_runner = object(), object()
-    mr = SimpleNamespace(decode_cuda_graph_runner=verify_runner, war_fastpath_read_done_event=None)
+    event = sglang().READ_DONE_EVENT  # the release's ModelRunner attribute, None until a forward publishes one
+    mr = SimpleNamespace(decode_cuda_graph_runner=verify_runner, **{event: None})
     with draft_graph.routed(draft_runner, mr):
         assert mr.decode_cuda_graph_runner is draft_runner
-        mr.war_fastpath_read_done_event = "published by a draft replay"
-    assert mr.decode_cuda_graph_runner is verify_runner and mr.war_fastpath_read_done_event is None
+        setattr(mr, event, "published by a draft replay")
+    assert mr.decode_cuda_graph_runner is verify_runner and getattr(mr, event) is None
     with pytest.raises(RuntimeError):
         with draft_graph.routed(draft_runner, mr):
             raise RuntimeError("forward failed")
