@@ -138,6 +138,25 @@ def test_routed_swaps_the_runner_and_restores_the_war_event():
         assert mr.decode_cuda_graph_runner is verify_runner
 
 
+def test_an_eager_replay_off_cuda_asks_the_devices_own_module():
+    """SGLang's capture machinery asks the runner's device module whether a stream is being captured (torch.cpu does
+    not say: an eager replay captures none) and orders the capture after torch's default accelerator's current
+    stream (CUDA in a CUDA build of torch, even on a CPU server): both answered by the device's own module, and the
+    stream lookup is SGLang's again after the capture."""
+    from sglang.srt.distributed import parallel_state
+
+    dev = draft_graph._UncapturedDevice(torch.cpu)
+    assert dev.is_current_stream_capturing() is False and dev.Event is torch.cpu.Event
+    sglangs = parallel_state.get_current_device_stream_fast
+    with draft_graph._current_streams_of(dev):
+        assert isinstance(parallel_state.get_current_device_stream_fast(), torch.cpu.Stream)
+    assert parallel_state.get_current_device_stream_fast is sglangs
+    with pytest.raises(RuntimeError):
+        with draft_graph._current_streams_of(dev):
+            raise RuntimeError("capture failed")
+    assert parallel_state.get_current_device_stream_fast is sglangs
+
+
 def test_debug_knob_values(monkeypatch):
     for value, mode in (("off", "off"), ("EAGER", "eager"), ("on", "on")):
         monkeypatch.setenv(draft_graph.ENV, value)
