@@ -143,6 +143,38 @@ class _EagerReplay(BaseCudaGraphBackend):
         self._fns.clear()
 
 
+class _UncapturedDevice:
+    """The torch device module (``torch.cpu``) of an eager replay off CUDA, as SGLang's decode graph runner asks it
+    about a capture: no stream is ever being captured (``is_current_stream_capturing``: False, which torch.cpu does
+    not answer itself); everything else is the device module's own."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    @staticmethod
+    def is_current_stream_capturing() -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _current_streams_of(device_module):
+    """SGLang's graph-capture context (``parallel_state.graph_capture``) on ``device_module``'s streams: the context
+    orders the capture stream after the current stream of torch's default accelerator
+    (``get_current_device_stream_fast``: ``torch.get_device_module()``), which is CUDA in any CUDA build of torch,
+    also where the server runs on the CPU and no GPU is present."""
+    from sglang.srt.distributed import parallel_state
+
+    saved = parallel_state.get_current_device_stream_fast
+    parallel_state.get_current_device_stream_fast = device_module.current_stream
+    try:
+        yield
+    finally:
+        parallel_state.get_current_device_stream_fast = saved
+
+
 class DraftGraphRunner(DecodeCudaGraphRunner):
     """SGLang's decode graph runner at width 1 in DECODE mode, captured inside the backend's draft mode."""
 
@@ -172,7 +204,14 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
                                     self._statics_heads)
         if self._eager_replay:
             self.backend = _EagerReplay(lambda bs: self.statics.scope(self.attn_backend, bs), self.attn_backend)
-        super().capture()
+        if torch.device(self.device).type == "cuda":
+            super().capture()
+            return
+        # Off CUDA only an eager replay is built (``capture`` below): SGLang's capture machinery on the device's own
+        # module and streams.
+        self.device_module = _UncapturedDevice(self.device_module)
+        with _current_streams_of(self.device_module):
+            super().capture()
 
     def capture_one_shape(self, size, forward, *args, **kwargs):
         # the rest of SGLang's arguments (stream, variant label; 0.5.23 adds the attention variant) pass through

@@ -1,4 +1,4 @@
-"""Start a real SGLang 0.5.17 server on a CPU-only machine for tests, talk to it, and always clean it up.
+"""Start a real SGLang server on a CPU-only machine for tests, talk to it, and always clean it up.
 
     with launch_server(model_dir, ["--dtype", "float32"]) as srv:
         out = srv.generate("def f(x):", max_new_tokens=8)
@@ -17,10 +17,10 @@ How the server is run, and why:
   start_ready); the server runs in its own session (process group), so on exit the whole group (HTTP server,
   scheduler, detokenizer) gets SIGTERM, then SIGKILL after a grace period.
 - stdout+stderr go to a log file; any startup failure or timeout raises with the log's tail.
-- Env also: the venv's bin/ first on PATH (SGLang JIT builds call `ninja`), `CXX="c++ -include cstddef"` (SGLang's
-  NGRAM corpus C++ misses that include and fails to JIT-build with GCC 12), HF_HUB_OFFLINE=1, and TRITON_INTERPRET
-  removed (SGLang's own CPU path must not pick Triton up; pass env={"TRITON_INTERPRET": "1"} to run Triton kernels
-  in the server under the interpreter on purpose).
+- Env also: the venv's bin/ first on PATH (SGLang JIT builds call `ninja`), CXX=tests/support/cxx-with-cstddef
+  (c++ -include cstddef: 0.5.17's NGRAM corpus C++ misses that include and fails to JIT-build with GCC 12),
+  HF_HUB_OFFLINE=1, and TRITON_INTERPRET removed (SGLang's own CPU path must not pick Triton up; pass
+  env={"TRITON_INTERPRET": "1"} to run Triton kernels in the server under the interpreter on purpose).
 
 Default server args (DEFAULT_ARGS), chosen for 2 cores and little memory:
 - `--attention-backend torch_native`: the only CPU attention backend that needs no native kernels (`intel_amx`
@@ -54,6 +54,7 @@ from pathlib import Path
 import requests
 
 SHIMS_DIR = Path(__file__).resolve().parents[1] / "shims"
+CXX_WITH_CSTDDEF = Path(__file__).resolve().parent / "cxx-with-cstddef"  # $CXX of the CPU servers (server_env)
 DEFAULT_ARGS = (
     "--attention-backend", "torch_native",
     "--max-total-tokens", "4096",
@@ -107,9 +108,10 @@ def server_env(extra_env=None, verify_attention=False) -> dict:
     env.pop("TRITON_INTERPRET", None)
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
     env.setdefault("HF_HUB_OFFLINE", "1")  # no hub here; fail fast instead of retrying the network
-    # SGLang JIT-builds its NGRAM corpus (kernels/jit/csrc/ngram_corpus) with $CXX; result.h uses size_t without
-    # including <cstddef>, which GCC 12's libstdc++ no longer provides transitively. Force-include it.
-    env.setdefault("CXX", "c++ -include cstddef")
+    # SGLang JIT-builds its NGRAM corpus (kernels/jit/csrc/ngram_corpus) with $CXX; 0.5.17's result.h uses size_t
+    # without including <cstddef>, which GCC 12's libstdc++ headers do not provide transitively: a compiler that
+    # force-includes it (a program path, which both releases' JIT builders take; see the script).
+    env.setdefault("CXX", str(CXX_WITH_CSTDDEF))
     if extra_env:
         env.update(extra_env)
     return env

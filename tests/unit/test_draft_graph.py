@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from sgl_spec.patches import sglang
 from sgl_spec.speculative import draft_graph
 from sgl_spec.speculative.draft_graph import DraftStatics
 
@@ -123,17 +124,37 @@ def test_statics_load_once_per_draft_block():
 
 def test_routed_swaps_the_runner_and_restores_the_war_event():
     verify_runner, draft_runner = object(), object()
-    mr = SimpleNamespace(decode_cuda_graph_runner=verify_runner, war_fastpath_read_done_event=None)
+    event = sglang().READ_DONE_EVENT  # the release's ModelRunner attribute, None until a forward publishes one
+    mr = SimpleNamespace(decode_cuda_graph_runner=verify_runner, **{event: None})
     with draft_graph.routed(draft_runner, mr):
         assert mr.decode_cuda_graph_runner is draft_runner
-        mr.war_fastpath_read_done_event = "published by a draft replay"
-    assert mr.decode_cuda_graph_runner is verify_runner and mr.war_fastpath_read_done_event is None
+        setattr(mr, event, "published by a draft replay")
+    assert mr.decode_cuda_graph_runner is verify_runner and getattr(mr, event) is None
     with pytest.raises(RuntimeError):
         with draft_graph.routed(draft_runner, mr):
             raise RuntimeError("forward failed")
     assert mr.decode_cuda_graph_runner is verify_runner
     with draft_graph.routed(None, mr):  # no graphs: nothing changes
         assert mr.decode_cuda_graph_runner is verify_runner
+
+
+def test_an_eager_replay_off_cuda_asks_the_devices_own_module():
+    """SGLang's capture machinery asks the runner's device module whether a stream is being captured (torch.cpu does
+    not say: an eager replay captures none) and orders the capture after torch's default accelerator's current
+    stream (CUDA in a CUDA build of torch, even on a CPU server): both answered by the device's own module, and the
+    stream lookup is SGLang's again after the capture."""
+    from sglang.srt.distributed import parallel_state
+
+    dev = draft_graph._UncapturedDevice(torch.cpu)
+    assert dev.is_current_stream_capturing() is False and dev.Event is torch.cpu.Event
+    sglangs = parallel_state.get_current_device_stream_fast
+    with draft_graph._current_streams_of(dev):
+        assert isinstance(parallel_state.get_current_device_stream_fast(), torch.cpu.Stream)
+    assert parallel_state.get_current_device_stream_fast is sglangs
+    with pytest.raises(RuntimeError):
+        with draft_graph._current_streams_of(dev):
+            raise RuntimeError("capture failed")
+    assert parallel_state.get_current_device_stream_fast is sglangs
 
 
 def test_debug_knob_values(monkeypatch):

@@ -3,9 +3,11 @@ folded weights, the forward swap and its restore, the signature a wrapped forwar
 against an unfused reference built from the same modules (the server path: test_draft_graph_server.py)."""
 import inspect
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from sgl_spec.patches import sglang
 from sgl_spec.speculative import draft_layers
 
 
@@ -114,7 +116,26 @@ class _Model(torch.nn.Module):
         self.model.layers = torch.nn.ModuleList([LlamaDecoderLayer() for _ in range(n)])
 
 
-def test_supported_and_reasons():
+@pytest.fixture
+def residual_passing_release(monkeypatch):
+    """The per-layer checks as they run on a release whose decoder layers pass the residual in and out (0.5.17's
+    LlamaDecoderLayer, which the stand-ins above mirror): such a release names no reason of its own. A release that
+    does name one answers with it before looking at any layer (test_the_releases_reason_comes_first)."""
+    monkeypatch.setattr(sglang(), "FUSED_DRAFT_LAYERS_UNSUPPORTED", None)
+
+
+def test_the_releases_reason_comes_first(monkeypatch):
+    assert draft_layers.unsupported(_Model()) == sglang().FUSED_DRAFT_LAYERS_UNSUPPORTED  # the installed release's
+    monkeypatch.setattr(sglang(), "FUSED_DRAFT_LAYERS_UNSUPPORTED", "the release's layers keep the residual")
+    m = _Model()
+    m.model.layers[1].mlp.gate_up_proj.quant_method = object()
+    assert draft_layers.unsupported(m) == "the release's layers keep the residual"
+    ok = _Model()
+    assert draft_layers.resolve(ok, requested=True) is False
+    assert all(getattr(layer, "_quantspec_prescaled", None) is None for layer in ok.model.layers)
+
+
+def test_supported_and_reasons(residual_passing_release):
     torch.manual_seed(0)
     assert draft_layers.unsupported(_Model()) is None
     m = _Model()
@@ -152,7 +173,7 @@ def test_supported_and_reasons():
     assert draft_layers.resolve(m, requested=True) is False
 
 
-def test_folded_weight_budget(monkeypatch):
+def test_folded_weight_budget(monkeypatch, residual_passing_release):
     # 2 layers x (128 + 96) rows x 32 columns x 4 bytes = 57344 bytes of folded copies
     monkeypatch.setattr(draft_layers, "MAX_PRESCALED_BYTES", 57343)
     assert "folded qkv / gate_up copies would take" in draft_layers.unsupported(_Model())

@@ -180,6 +180,7 @@ def test_topk_uses_the_first_draft_row_and_the_bonus_row():
 def test_memory_accounting_per_policy(policy):
     """plugin._available_bytes reserves what the backend will allocate: page scores unless streaming, and the kept
     verify queries (model dtype, [L, slots, γ+1, Hq, D]) for topk-last."""
+    from configurator import kv_configurator
     from sgl_spec import plugin
     from sgl_spec.config import QuantSpecConfig
     from sgl_spec.kvcache.format import KVFormat
@@ -188,16 +189,17 @@ def test_memory_accounting_per_policy(policy):
     cfg = QuantSpecConfig(speculative=True, page_size=64, num_draft_steps=4, topk_ratio=0.07, min_pages=8,
                           sink_pages=1, dense_draft=False, draft_pages=policy)
     mc = SimpleNamespace(get_num_kv_heads=lambda tp: 8 // tp, head_dim=128, context_len=4096, num_attention_heads=32)
-    kvc = SimpleNamespace(server_args=SimpleNamespace(_quantspec=cfg, max_running_requests=15), is_draft_worker=False,
-                          model_config=mc, layer_info=SimpleNamespace(num_effective_layers=3),
-                          model_dtype=torch.bfloat16, ps=SimpleNamespace(attn_tp_size=2, attn_dp_size=1))
     fmt = KVFormat(64, 4, 128)
     fixed = ring_bytes(fmt, 3, 16, torch.bfloat16)
     if policy != "streaming":
         fixed += score_bytes(fmt, 3, 16, 4096)
     if policy == "topk-last":
         fixed += 3 * 16 * 5 * 16 * 128 * 2  # 16 query heads per rank at tp 2
-    assert plugin._available_bytes(10**9, kvc, 0) == 10**9 - fixed
+    with kv_configurator(attn_tp_size=2, attn_dp_size=1,
+                         server_args=SimpleNamespace(_quantspec=cfg, max_running_requests=15), is_draft_worker=False,
+                         model_config=mc, layer_info=SimpleNamespace(num_effective_layers=3),
+                         model_dtype=torch.bfloat16) as kvc:
+        assert plugin._available_bytes(10**9, kvc, 0) == 10**9 - fixed
 
 
 # ---- the flag ------------------------------------------------------------------------------------------------------
@@ -221,24 +223,31 @@ def test_draft_pages_flag(tiny_llama_fp32, tmp_path):
     }
     script = textwrap.dedent("""
         import json, sys
+        import sglang.srt.entrypoints.engine as engine  # loaded first, as Engine(...) does: it builds its own record
         from sglang.srt.plugins import load_plugins
         from sglang.srt.plugins.hook_registry import HookRegistry
         load_plugins()
         HookRegistry.apply_hooks()
-        from sglang.srt.server_args import ServerArgs, prepare_server_args
+        from sglang.srt.server_args import prepare_server_args
+
+        def resolve(sa):  # launch_server resolves the record here (0.5.17: already inside __post_init__)
+            if hasattr(sa, "resolve_once"):
+                sa.resolve_once()
+            return sa
+
         res = {}
         for name, flags in json.loads(sys.argv[1]).items():
             try:
-                sa = prepare_server_args(["--model-path", sys.argv[2], "--device", "cpu", *flags])
+                sa = resolve(prepare_server_args(["--model-path", sys.argv[2], "--device", "cpu", *flags]))
                 q = sa._quantspec
                 res[name] = [q.draft_pages, q.needs_page_scores, q.recent_share, q.score_smoothing, q.score_ema]
             except SystemExit as e:
                 res[name] = f"SystemExit {e.code}"
             except Exception as e:
                 res[name] = f"{type(e).__name__}: {e}"
-        try:  # Engine(**kwargs) skips argparse's choices
-            ServerArgs(model_path=sys.argv[2], device="cpu", speculative_algorithm="quantspec",
-                       quantspec_draft_pages="lru")
+        try:  # Engine(**kwargs) skips argparse's choices: the flag arrives as a keyword of the record Engine builds
+            resolve(engine.Engine.server_args_class(model_path=sys.argv[2], device="cpu",
+                                                    speculative_algorithm="quantspec", quantspec_draft_pages="lru"))
         except ValueError as e:
             res["kwargs"] = str(e)
         # sgl_spec/experimental/ (topk-last, per-request) stays out of a server that does not name them

@@ -39,8 +39,10 @@ class _Orch:
 
     def __init__(self, params, order):
         self.vocab_size, self.device, self.is_required = V, torch.device("cpu"), True
+        # A Req's stop sources as SGLang's min_new_tokens penalizer reads them: the sampling params' stop ids, the
+        # request's own eos ids (Req.eos_token_ids, None when the model names none) and the tokenizer's.
         self._reqs = [types.SimpleNamespace(
-            sampling_params=types.SimpleNamespace(stop_token_ids={STOP}, **p),
+            sampling_params=types.SimpleNamespace(stop_token_ids={STOP}, **p), eos_token_ids=None,
             tokenizer=types.SimpleNamespace(additional_stop_token_ids=None, eos_token_id=None)) for p in params]
         self.penalizers = {cls: cls(self) for cls in order}
         for pen in self.penalizers.values():

@@ -140,37 +140,38 @@ def test_cpu_allocator_patch_is_idempotent():
 def _configurator(speculative=False, dense=False, max_running=15):
     from types import SimpleNamespace
 
+    from configurator import kv_configurator
     from sgl_spec.config import QuantSpecConfig
 
     cfg = QuantSpecConfig(speculative=speculative, page_size=64, num_draft_steps=4 if speculative else 0,
                           topk_ratio=0.07, min_pages=8, sink_pages=1, dense_draft=dense)
     mc = SimpleNamespace(get_num_kv_heads=lambda tp: 8 // tp, head_dim=128, context_len=4096)
-    return SimpleNamespace(
+    return kv_configurator(
+        attn_tp_size=2, attn_dp_size=1,
         server_args=SimpleNamespace(_quantspec=cfg, max_running_requests=max_running), is_draft_worker=False,
         model_config=mc, layer_info=SimpleNamespace(num_effective_layers=3), model_dtype=torch.bfloat16,
-        ps=SimpleNamespace(attn_tp_size=2, attn_dp_size=1),
     )
 
 
 def test_cell_size_hook_counts_quantized_bytes():
     from sgl_spec import plugin
 
-    kvc = _configurator()
-    dense = plugin._cell_size(lambda self, kvc, n: 2 * 4 * 256 * n, None, kvc, 3)
-    assert dense == cell_size_bytes(KVFormat(64, 4, 128), 3)  # 4 KV heads per rank at tp 2
-    kvc.server_args._quantspec = None  # quantspec off: SGLang's own computation
-    assert plugin._cell_size(lambda self, kvc, n: 12345, None, kvc, 3) == 12345
+    with _configurator() as kvc:
+        dense = plugin._cell_size(lambda self, kvc, n: 2 * 4 * 256 * n, None, kvc, 3)
+        assert dense == cell_size_bytes(KVFormat(64, 4, 128), 3)  # 4 KV heads per rank at tp 2
+        kvc.server_args._quantspec = None  # quantspec off: SGLang's own computation
+        assert plugin._cell_size(lambda self, kvc, n: 12345, None, kvc, 3) == 12345
 
 
 @pytest.mark.parametrize("speculative,dense", [(False, False), (True, True), (True, False)])
 def test_available_bytes_hook_reserves_rings_and_scores(speculative, dense):
     from sgl_spec import plugin
 
-    kvc = _configurator(speculative, dense)
     fmt = KVFormat(64, 4, 128)
     fixed = ring_bytes(fmt, 3, 16, torch.bfloat16)  # 15 requests + SGLang's padding slot
     if speculative and not dense:
         fixed += score_bytes(fmt, 3, 16, 4096)
-    assert plugin._available_bytes(10**9, kvc, 0) == 10**9 - fixed
-    with pytest.raises(ValueError, match="lower --max-running-requests"):
-        plugin._available_bytes(fixed, kvc, 0)
+    with _configurator(speculative, dense) as kvc:
+        assert plugin._available_bytes(10**9, kvc, 0) == 10**9 - fixed
+        with pytest.raises(ValueError, match="lower --max-running-requests"):
+            plugin._available_bytes(fixed, kvc, 0)

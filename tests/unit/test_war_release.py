@@ -4,6 +4,7 @@ from types import SimpleNamespace
 
 import torch
 
+from sgl_spec.patches import sglang
 from sgl_spec.speculative import phase_timer
 from sgl_spec.speculative import war_release
 from sgl_spec.speculative.worker import QuantSpecWorker
@@ -31,11 +32,12 @@ def test_overlap_safe_only_without_in_place_or_host_state():
 
 def test_record_and_publish_keep_the_whole_forward_barrier_off_cuda():
     assert war_release.record(_batch(), torch.device("cpu")) is None
-    runner = SimpleNamespace(war_fastpath_read_done_event=None)
+    event = sglang().READ_DONE_EVENT  # the release's ModelRunner attribute, None until a forward publishes one
+    runner = SimpleNamespace(**{event: None})
     war_release.publish(runner, None)
-    assert runner.war_fastpath_read_done_event is None
+    assert getattr(runner, event) is None
     war_release.publish(runner, "event")
-    assert runner.war_fastpath_read_done_event == "event"
+    assert getattr(runner, event) == "event"
 
 
 def test_backend_needs_no_host_copy_of_the_lengths():
