@@ -7,16 +7,20 @@
 * ``verify_launch_gluon``: the verify's per-launch choice (the Gluon tile's rows, the pairs a launch from which Gluon
   is faster), a cheap function called every layer;
 * ``gluon_page_size_error``: the startup check of ``--page-size`` against ``... gluon``, before any device exists;
-* ``gluon_device_support``: the machine the Gluon kernels run on.
+* ``gluon_device_support``: the machine the Gluon kernels run on;
+* ``prefill_engine``: the EXTEND attention's engine (``SGL_SPEC_PREFILL``, benchmarking).
 The shapes each Gluon kernel covers stay beside its layouts (draft_decode/launch.py ``gluon_draft_shapes``,
 verify_attention/gluon_rules.py ``gluon_verify_shapes``, ``auto_min_pairs``, ``GLUON_MAX_ROWS``).
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 GLUON_MIN_CAPABILITY = (9, 0)  # the Gluon kernels are built and tested on sm_90 (H100 / H200); PDL needs sm_90+
 GLUON_TRITON = ("3.6",)  # Gluon is experimental: its layout API is pinned to the Triton the kernels are written for
@@ -26,6 +30,22 @@ OPS = ("draft", "verify")
 
 def use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
+
+
+PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: "triton" | "torch" (default), the EXTEND attention's engine
+
+
+def prefill_engine(device) -> str:
+    """The EXTEND attention's engine, decided once at startup: "torch" (per request, dequantized pages through
+    SDPA: sgl_spec/kvcache/prefill.py), or with ``SGL_SPEC_PREFILL=triton`` on CUDA the batched Triton kernel
+    (sgl_spec/kernels/extend_attention/triton.py), opt-in while it is not measured on a GPU."""
+    want = os.environ.get(PREFILL_ENV, "")
+    if not want:
+        return "torch"
+    if want not in ("triton", "torch"):
+        raise ValueError(f"{PREFILL_ENV} must be triton or torch, got {want!r}")
+    logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, want)
+    return "triton" if want == "triton" and torch.device(device).type == "cuda" else "torch"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Optional
 import torch
 
 from sgl_spec.kernels.draft_decode import draft_decode
+from sgl_spec.kernels.engine import prefill_engine
 from sgl_spec.kernels.engine import verify_launch_gluon as _verify_launch_gluon
 from sgl_spec.kernels.quantize_pages import quantize_pages
 from sgl_spec.kernels.ring_write import ring_write
@@ -32,7 +33,8 @@ from sgl_spec.kernels.window_meta import window_meta
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
-from sgl_spec.kvcache.prefill import extend_attention
+from sgl_spec.kernels.extend_attention import ExtendPlan, extend_attention, extend_plan
+from sgl_spec.kvcache.prefill import extend_attention as extend_one
 from sgl_spec.patches import sglang
 
 logger = logging.getLogger(__name__)
@@ -75,6 +77,8 @@ class _Extend:  # EXTEND / MIXED: host-driven
     lens: list  # per request: number of new tokens
     row0: list  # per request: first row in q/k/v
     straddle: list  # (request, page) whose first tokens came from an earlier forward and that this forward completes
+    ring: torch.Tensor  # [B] long: the ring page of each request's first new position
+    plan: Optional[ExtendPlan] = None  # the Triton engine's batch layout (prefill_engine "triton" on CUDA)
 
 
 @dataclass
@@ -126,6 +130,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.batch_invariant = bool(sa is not None and sglang().resolved(sa, "enable_deterministic_inference"))
         self.draft_engine = self._resolve_draft_engine(model_runner, pool)
         self.verify_engine = self._resolve_verify_engine(model_runner, pool)
+        self._group = self._head_group(model_runner, pool) or 1
+        self.prefill_engine = prefill_engine(self.device)
 
     def _head_group(self, model_runner, pool) -> int:
         mc = getattr(model_runner, "model_config", None)
@@ -300,7 +306,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             q_rows=torch.tensor(rows, dtype=torch.long, device=dev),
             q_pages=q_pages.to(torch.int32),
         )
-        return _Extend(tok, slots, page_table, starts, lens, row0, straddle)
+        ring = torch.tensor([(x // P) % R for x in starts], dtype=torch.long).to(dev, non_blocking=True)
+        plan = extend_plan(starts, lens, self._group, P, dev) if self.prefill_engine == "triton" else None
+        return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan)
 
     # ---- forward ----------------------------------------------------------------------------------------------------
     def _layer_state(self, layer):
@@ -325,12 +333,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         k, v = k.view(-1, H, D), v.view(-1, H, D)
         q3 = q.reshape(k.shape[0], -1, D)
         P = self.P
-        # 1. earlier part of each request's first page, read before this forward's ring writes can overwrite it
-        prev = []
-        for b, s in enumerate(md.starts):
-            off, ring = s % P, (s // P) % R
-            slot = md.slots[b:b + 1]  # index_select, not [tensor]: a 0-d tensor index would sync with the host
-            prev.append((hot_k.index_select(0, slot)[0, ring, :off], hot_v.index_select(0, slot)[0, ring, :off]))
+        # 1. each request's first page as the ring holds it, read before this forward's ring writes can overwrite it
+        prev_k, prev_v = hot_k[md.slots, md.ring], hot_v[md.slots, md.ring]  # [B, P, H, D]
+        prev = [(prev_k[b, :s % P], prev_v[b, :s % P]) for b, s in enumerate(md.starts)]
         # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers)
         self._write_ring(md.tokens, hot_k, hot_v, k, v)
         if md.tokens.q_rows.numel():
@@ -341,10 +346,13 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             src_k = torch.cat([k] + [t.to(k.dtype) for t in side_k]) if side_k else k
             src_v = torch.cat([v] + [t.to(v.dtype) for t in side_v]) if side_v else v
             quantize_pages(src_k, src_v, md.tokens.q_rows, md.tokens.q_pages, store)
-        # 4. attention, one request at a time (host-driven shapes)
+        # 4. attention: the whole batch in one launch (Triton engine), else one request at a time
         out = torch.empty_like(q3)
+        if md.plan is not None and not self.batch_invariant:
+            extend_attention(q3, k, v, prev_k, prev_v, store, md.page_table, md.plan, layer.scaling, out=out)
+            return out.view(q.shape[0], -1)
         for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):
-            extend_attention(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
+            extend_one(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
                              md.page_table[b], s, layer.scaling, out=out[r0:r0 + n], page_aligned=self.batch_invariant)
         return out.view(q.shape[0], -1)
 

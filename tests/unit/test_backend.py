@@ -30,9 +30,9 @@ def _mode(name):
 class Sim:
     """A pool + backend + req_to_token table, with a page allocator that hands out pages in shuffled order."""
 
-    def __init__(self, P=32, num_pages=40, slots=6, ctx=512, speculative=False):
-        self.P = P
-        self.pool = QuantSpecKVPool(num_pages * P, page_size=P, dtype=torch.float32, head_num=H, head_dim=D,
+    def __init__(self, P=32, num_pages=40, slots=6, ctx=512, speculative=False, head_dim=D):
+        self.P, self.D = P, head_dim
+        self.pool = QuantSpecKVPool(num_pages * P, page_size=P, dtype=torch.float32, head_num=H, head_dim=head_dim,
                                     layer_num=LAYERS, device="cpu", enable_memory_saver=False, num_slots=slots)
         self.rtt = torch.zeros((slots, ctx), dtype=torch.int32)
         self.free = (torch.randperm(num_pages, generator=torch.Generator().manual_seed(1)) + 1).tolist()
@@ -41,7 +41,7 @@ class Sim:
         runner = SimpleNamespace(device="cpu", req_to_token_pool=SimpleNamespace(req_to_token=self.rtt),
                                  token_to_kv_pool=self.pool)
         self.backend = QuantSpecAttnBackend(runner, "torch_native", cfg)
-        self.layers = [SimpleNamespace(layer_id=i, scaling=D ** -0.5, logit_cap=0.0, sliding_window_size=-1)
+        self.layers = [SimpleNamespace(layer_id=i, scaling=head_dim ** -0.5, logit_cap=0.0, sliding_window_size=-1)
                        for i in range(LAYERS)]
 
     def alloc(self, slot, upto):
@@ -71,7 +71,7 @@ class Sim:
             k = torch.cat([data[rid][li][1][s:s + n] for _, rid, s, n in reqs])
             v = torch.cat([data[rid][li][2][s:s + n] for _, rid, s, n in reqs])
             fn = self.backend.forward_decode if mode == "DECODE" else self.backend.forward_extend
-            o = fn(q.view(q.shape[0], -1), k, v, layer, fb).view(-1, Hq, D)
+            o = fn(q.view(q.shape[0], -1), k, v, layer, fb).view(-1, Hq, self.D)
             r = 0
             for _, rid, s, n in reqs:
                 outs[rid].append(o[r:r + n])
@@ -79,16 +79,17 @@ class Sim:
         return outs
 
 
-def make_data(lengths, seed=0):
+def make_data(lengths, seed=0, head_dim=D):
     gen = torch.Generator().manual_seed(seed)
-    return {rid: [(torch.randn(n, Hq, D, generator=gen), torch.randn(n, H, D, generator=gen),
-                   torch.randn(n, H, D, generator=gen)) for _ in range(LAYERS)]
+    d = head_dim
+    return {rid: [(torch.randn(n, Hq, d, generator=gen), torch.randn(n, H, d, generator=gen),
+                   torch.randn(n, H, d, generator=gen)) for _ in range(LAYERS)]
             for rid, n in enumerate(lengths)}
 
 
-def one_extend(data, lengths, P=32):
+def one_extend(data, lengths, P=32, head_dim=D):
     """Reference: every sequence as one cold EXTEND."""
-    sim = Sim(P=P)
+    sim = Sim(P=P, head_dim=head_dim)
     return sim.forward("EXTEND", [(i + 1, i, 0, n) for i, n in enumerate(lengths)], data)
 
 
@@ -135,6 +136,26 @@ def test_long_prefill_rereads_the_first_page_before_the_ring_wraps():
     for s, n in ((0, 10), (10, 5 * 32)):
         check(sim.forward("EXTEND", [(1, 0, s, n)], data), ref, 0, s, n)
     check(sim.forward("DECODE", [(1, 0, lengths[0] - 1, 1)], data), ref, 0, lengths[0] - 1, 1)
+
+
+def test_batched_extend_kernel_equals_per_request_extend(monkeypatch):
+    """The EXTEND path of the Triton engine (one launch for the batch: sgl_spec/kernels/extend_attention/triton.py,
+    here under the interpreter) over chunks that start mid-page, span several pages and wrap the ring, against the
+    per-request pure-torch path. Tolerance 1e-2: the kernel's dot operands are fp16."""
+    import sgl_spec.kernels.extend_attention as xa
+
+    lengths = [91, 170, 5]
+    data = make_data(lengths, seed=4, head_dim=32)
+    ref = one_extend(data, lengths, head_dim=32)
+    sim = Sim(head_dim=32)
+    sim.backend.prefill_engine = "triton"
+    monkeypatch.setattr(xa, "use_triton", lambda t: True)
+    for chunk in ([(1, 0, 0, 23), (2, 1, 0, 40), (3, 2, 0, 5)], [(1, 0, 23, 68), (2, 1, 40, 130)]):
+        out = sim.forward("EXTEND", chunk, data)
+        assert sim.backend.forward_metadata.plan is not None
+        for _, rid, s, n in chunk:
+            for li in range(LAYERS):
+                torch.testing.assert_close(out[rid][li], ref[rid][li][s:s + n], atol=1e-2, rtol=1e-2)
 
 
 def test_prefix_hit_equals_cold_extend():

@@ -1,0 +1,99 @@
+"""``extend_attention`` (the batched EXTEND attention, sgl_spec/kernels/extend_attention/) against its pure-torch twin,
+Triton kernel under the interpreter: mixed prompt lengths, prefix hits that start mid-page, new tokens spanning
+several pages, head groups 1 / 2 / 3 / 5, NaN-poisoned outputs and unread prev slots.
+
+Tolerance: the kernel's dot operands are fp16 (11-bit significands; the twin is fp32 throughout), so outputs of
+size ~1 agree to a few 1e-3; 1e-2 leaves room for the sums over a few hundred keys."""
+import math
+
+import pytest
+import torch
+
+from sgl_spec.kernels.extend_attention import extend_plan
+from sgl_spec.kernels.extend_attention import ref as xr
+from sgl_spec.kernels.extend_attention import triton as xt
+from sgl_spec.kernels.quantize_pages.ref import quantize_pages_ref
+from sgl_spec.kvcache.format import KVFormat
+
+pytestmark = pytest.mark.interp
+
+
+def make_batch(starts, lens, Hq, Hkv, D, P, dtype, seed=0):
+    """Full-precision K/V of every position; the complete pages of each request quantized into a shared store at
+    shuffled physical ids; q/k/v of the new tokens; prev = the start page's earlier part (the rest NaN)."""
+    g = torch.Generator().manual_seed(seed)
+    B = len(starts)
+    ends = [s + n for s, n in zip(starts, lens)]
+    maxp = max(-(-e // P) for e in ends) + 1
+    fmt = KVFormat(P, Hkv, D)
+    npages = sum(e // P for e in ends) + 3
+    store = fmt.alloc(npages, "cpu")
+    perm = torch.randperm(npages - 1, generator=g) + 1
+    page_table = torch.zeros(B, maxp, dtype=torch.int32)
+    q, k, v = [], [], []
+    prev_k = torch.full((B, P, Hkv, D), float("nan"), dtype=dtype)
+    prev_v = prev_k.clone()
+    nxt = 0
+    for b, (s, e) in enumerate(zip(starts, ends)):
+        kf = torch.randn(e, Hkv, D, generator=g) * 2 + torch.randn(1, Hkv, D, generator=g)
+        vf = torch.randn(e, Hkv, D, generator=g)
+        for j in range(e // P):
+            pid = int(perm[nxt]); nxt += 1
+            page_table[b, j] = pid
+            pk = kf[j * P:(j + 1) * P].permute(1, 0, 2)[None]
+            pv = vf[j * P:(j + 1) * P].permute(1, 0, 2)[None]
+            for name, t in quantize_pages_ref(pk.to(dtype), pv.to(dtype)).items():
+                getattr(store, name)[pid] = t[0]
+        base = (s // P) * P
+        prev_k[b, :s - base] = kf[base:s].to(dtype)
+        prev_v[b, :s - base] = vf[base:s].to(dtype)
+        q.append(torch.randn(e - s, Hq, D, generator=g))
+        k.append(kf[s:e])
+        v.append(vf[s:e])
+    q, k, v = (torch.cat(x).to(dtype) for x in (q, k, v))
+    return q, k, v, prev_k, prev_v, store, page_table
+
+
+CASES = [
+    # starts, lens, Hq, Hkv, D, P
+    ([0], [37], 2, 2, 32, 32),
+    ([0, 40, 5, 32], [70, 9, 60, 1], 4, 2, 32, 32),
+    ([33, 0, 64], [50, 21, 17], 3, 1, 32, 32),
+    ([7, 90], [100, 38], 5, 1, 64, 32),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_extend_attention_matches_reference(case, dtype):
+    starts, lens, Hq, Hkv, D, P = CASES[case]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, dtype, seed=case)
+    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu")
+    scale = 1 / math.sqrt(D)
+    want = xr.extend_attention(q, k, v, pk, pv, store, pt, plan, scale, out=torch.full_like(q, float("nan")))
+    out = torch.full_like(q, float("nan"))
+    got = xt.extend_attention(q, k, v, pk, pv, store, pt, plan, scale, out=out)
+    assert got is out
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_plan_blocks_stay_in_their_page():
+    plan = extend_plan([5, 0, 130], [200, 64, 3], 4, 32, "cpu")  # 16-token blocks
+    assert plan.block_t == 16
+    b, p0, p1 = plan.blocks.long().unbind(1)
+    assert (p1 > p0).all() and ((p1 - 1) // 16 == p0 // 16).all()
+    for r, (s, n) in enumerate([(5, 200), (0, 64), (130, 3)]):
+        mine = b == r
+        assert int((p1 - p0)[mine].sum()) == n and int(p0[mine].min()) == s and int(p1[mine].max()) == s + n
+    assert plan.row0.tolist() == [0, 200, 264]
+
+
+def test_rejects_bad_shapes():
+    starts, lens, Hq, Hkv, D, P = CASES[1]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.float32)
+    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu")
+    with pytest.raises(ValueError, match="prev_k"):
+        xt.extend_attention(q, k, v, pk[:, :3], pv, store, pt, plan, 1.0)
+    with pytest.raises(ValueError, match="k/v"):
+        xt.extend_attention(q, k[:, :1], v, pk, pv, store, pt, plan, 1.0)
