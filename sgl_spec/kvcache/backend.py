@@ -307,7 +307,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             q_pages=q_pages.to(torch.int32),
         )
         ring = torch.tensor([(x // P) % R for x in starts], dtype=torch.long).to(dev, non_blocking=True)
-        plan = extend_plan(starts, lens, self._group, P, dev) if self.prefill_engine == "triton" else None
+        plan = (extend_plan(starts, lens, self._group, P, dev, self.token_to_kv_pool.head_dim)
+                if self.prefill_engine == "triton" else None)
         return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan)
 
     # ---- forward ----------------------------------------------------------------------------------------------------

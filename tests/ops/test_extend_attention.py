@@ -68,7 +68,7 @@ CASES = [
 def test_extend_attention_matches_reference(case, dtype):
     starts, lens, Hq, Hkv, D, P = CASES[case]
     q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, dtype, seed=case)
-    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu")
+    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu", D)
     scale = 1 / math.sqrt(D)
     want = xr.extend_attention(q, k, v, pk, pv, store, pt, plan, scale, out=torch.full_like(q, float("nan")))
     out = torch.full_like(q, float("nan"))
@@ -79,7 +79,7 @@ def test_extend_attention_matches_reference(case, dtype):
 
 
 def test_plan_blocks_stay_in_their_page():
-    plan = extend_plan([5, 0, 130], [200, 64, 3], 4, 32, "cpu")  # 16-token blocks
+    plan = extend_plan([5, 0, 130], [200, 64, 3], 8, 32, "cpu")  # group 8: 16-token blocks
     assert plan.block_t == 16
     b, p0, p1 = plan.blocks.long().unbind(1)
     assert (p1 > p0).all() and ((p1 - 1) // 16 == p0 // 16).all()
@@ -92,8 +92,25 @@ def test_plan_blocks_stay_in_their_page():
 def test_rejects_bad_shapes():
     starts, lens, Hq, Hkv, D, P = CASES[1]
     q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.float32)
-    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu")
+    plan = extend_plan(starts, lens, Hq // Hkv, P, "cpu", D)
     with pytest.raises(ValueError, match="prev_k"):
         xt.extend_attention(q, k, v, pk[:, :3], pv, store, pt, plan, 1.0)
     with pytest.raises(ValueError, match="k/v"):
         xt.extend_attention(q, k[:, :1], v, pk, pv, store, pt, plan, 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128)])
+def test_extend_attention_on_gpu(G, D, P):
+    """The compiled kernel on CUDA against the twin (fp32 on the same inputs), bf16 model tensors."""
+    starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, 2 * G, 2, D, P, torch.bfloat16, seed=G)
+    cuda = [t.cuda() for t in (q, k, v, pk, pv, pt)]
+    for name in ("k_upper", "k_lower", "k_scale", "k_zero", "v_upper", "v_lower", "v_scale", "v_zero"):
+        setattr(store, name, getattr(store, name).cuda())
+    plan = extend_plan(starts, lens, G, P, "cuda", D)
+    out = torch.full_like(cuda[0], float("nan"))
+    got = xt.extend_attention(*cuda[:5], store, cuda[5], plan, D ** -0.5, out=out)
+    want = xr.extend_attention(*cuda[:5], store, cuda[5], plan, D ** -0.5)
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)

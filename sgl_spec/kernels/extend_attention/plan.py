@@ -18,17 +18,19 @@ class ExtendPlan:
     row0_host: tuple
 
 
-def block_tokens(group: int, page_size: int) -> int:
-    """New tokens a program owns: rows = tokens × the group rounded up to a power of two, 64 rows (at least 16
-    tokens, the dot's minimum), never more than a page."""
+def block_tokens(group: int, page_size: int, head_dim: int = 128) -> int:
+    """New tokens a program owns: rows = tokens × the group rounded up to a power of two; 128 rows at head_dim 128,
+    256 below (each dequantized key tile serves more rows; on an H200 at Llama-3-8B heads 128 rows ran 1.6× faster
+    than 64), at least 16 tokens (the dot's minimum), never more than a page."""
     gp = 1 << max(0, group - 1).bit_length()
-    return max(16, min(page_size, 64 // gp))
+    rows = 128 if head_dim >= 128 else 256
+    return max(16, min(page_size, rows // gp))
 
 
-def extend_plan(starts, lens, group: int, page_size: int, device) -> ExtendPlan:
+def extend_plan(starts, lens, group: int, page_size: int, device, head_dim: int = 128) -> ExtendPlan:
     """Blocks of every request's new positions ``start … start+len-1``, cut at multiples of ``block_tokens`` (so at
     page boundaries too)."""
-    block_t = block_tokens(group, page_size)
+    block_t = block_tokens(group, page_size, head_dim)
     row0, blocks, r = [], [], 0
     for b, (s, n) in enumerate(zip(starts, lens)):
         row0.append(r)
