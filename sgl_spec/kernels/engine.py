@@ -35,17 +35,18 @@ def use_triton(t: torch.Tensor) -> bool:
 PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: "triton" | "torch" (default), the EXTEND attention's engine
 
 
-def prefill_engine(device) -> str:
+def prefill_engine(device, batch_invariant: bool = False) -> str:
     """The EXTEND attention's engine, decided once at startup: "torch" (per request, dequantized pages through
     SDPA: sgl_spec/kvcache/prefill.py), or with ``SGL_SPEC_PREFILL=triton`` on CUDA the batched Triton kernel
-    (sgl_spec/kernels/extend_attention/triton.py), opt-in while it is not measured on a GPU."""
+    (sgl_spec/kernels/extend_attention/triton.py), opt-in while it is not measured on a GPU. With
+    ``batch_invariant`` (--enable-deterministic-inference) always "torch": its page-aligned key layout."""
     want = os.environ.get(PREFILL_ENV, "")
     if not want:
         return "torch"
     if want not in ("triton", "torch"):
         raise ValueError(f"{PREFILL_ENV} must be triton or torch, got {want!r}")
     logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, want)
-    return "triton" if want == "triton" and torch.device(device).type == "cuda" else "torch"
+    return "triton" if want == "triton" and torch.device(device).type == "cuda" and not batch_invariant else "torch"
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ class _Extend:  # EXTEND / MIXED: host-driven
     row0: list  # per request: first row in q/k/v
     straddle: list  # (request, page) whose first tokens came from an earlier forward and that this forward completes
     ring: torch.Tensor  # [B] long: the ring page of each request's first new position
-    plan: Optional[ExtendPlan] = None  # the Triton engine's batch layout (prefill_engine "triton" on CUDA)
+    plan: Optional[ExtendPlan] = None  # the Triton engine's batch layout (prefill_engine "triton")
 
 
 @dataclass
@@ -131,7 +131,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.draft_engine = self._resolve_draft_engine(model_runner, pool)
         self.verify_engine = self._resolve_verify_engine(model_runner, pool)
         self._group = self._head_group(model_runner, pool) or 1
-        self.prefill_engine = prefill_engine(self.device)
+        self.prefill_engine = prefill_engine(self.device, self.batch_invariant)
 
     def _head_group(self, model_runner, pool) -> int:
         mc = getattr(model_runner, "model_config", None)
@@ -349,7 +349,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             quantize_pages(src_k, src_v, md.tokens.q_rows, md.tokens.q_pages, store)
         # 4. attention: the whole batch in one launch (Triton engine), else one request at a time
         out = torch.empty_like(q3)
-        if md.plan is not None and not self.batch_invariant:
+        if md.plan is not None:
             extend_attention(q3, k, v, prev_k, prev_v, store, md.page_table, md.plan, layer.scaling, out=out)
             return out.view(q.shape[0], -1)
         for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):

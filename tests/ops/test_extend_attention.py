@@ -97,6 +97,11 @@ def test_rejects_bad_shapes():
         xt.extend_attention(q, k, v, pk[:, :3], pv, store, pt, plan, 1.0)
     with pytest.raises(ValueError, match="k/v"):
         xt.extend_attention(q, k[:, :1], v, pk, pv, store, pt, plan, 1.0)
+    wide_v = torch.cat([v, v], dim=-1)[..., :D]  # v's values with other strides than k's
+    with pytest.raises(ValueError, match="laid out like k"):
+        xt.extend_attention(q, k, wide_v, pk, pv, store, pt, plan, 1.0)
+    with pytest.raises(ValueError, match="page_table int32"):
+        xt.extend_attention(q, k, v, pk, pv, store, pt.long(), plan, 1.0)
 
 
 @pytest.mark.gpu

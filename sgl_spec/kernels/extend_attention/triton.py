@@ -140,6 +140,8 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_table, plan, sm_scale:
         raise ValueError(f"extend_attention: k/v {tuple(k.shape)}/{tuple(v.shape)}, want {(N, Hkv, D)}")
     if prev_k.shape != (B, P, Hkv, D) or prev_v.shape != prev_k.shape:
         raise ValueError(f"extend_attention: prev_k/prev_v {tuple(prev_k.shape)}, want {(B, P, Hkv, D)}")
+    if v.stride() != k.stride() or prev_v.stride() != prev_k.stride():
+        raise ValueError("extend_attention: v / prev_v must be laid out like k / prev_k (one set of strides each)")
     for name, t in (("q", q), ("k", k), ("v", v), ("prev_k", prev_k), ("prev_v", prev_v)):
         if t.stride(-1) != 1:
             raise ValueError(f"extend_attention: {name} must be contiguous in head_dim")
@@ -147,8 +149,12 @@ def extend_attention(q, k, v, prev_k, prev_v, store, page_table, plan, sm_scale:
         t = getattr(store, name)
         if t.dtype != torch.uint8 or t.stride() != store.k_upper.stride():
             raise ValueError(f"extend_attention: store.{name} must be uint8 planes laid out like k_upper")
+    if store.k_upper.stride(-1) != 1 or store.k_scale.stride(-1) != 1 or store.v_scale.stride(-1) != 1:
+        raise ValueError("extend_attention: planes, scales and zeros must be contiguous in their last dim")
     if store.k_scale.stride() != store.k_zero.stride() or store.v_scale.stride() != store.v_zero.stride():
         raise ValueError("extend_attention: scales and zeros must share their layout")
+    if page_table.dtype != torch.int32 or page_table.stride(-1) != 1:
+        raise ValueError(f"extend_attention: page_table int32 contiguous in its last dim, got {page_table.dtype}")
     if plan.blocks.dtype != torch.int32 or plan.block_t > P or P % plan.block_t:
         raise ValueError("extend_attention: plan.blocks int32 [n, 3] of blocks dividing the page")
     if out is None:
