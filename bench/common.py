@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ENTRY_POINTS = "[sglang.srt.plugins]\nquantspec = sgl_spec.plugin:register\n"
-PACKAGES = ("torch", "triton", "sglang", "sgl-kernel", "flashinfer-python", "transformers")
+PACKAGES = ("torch", "triton", "sglang", "sgl-kernel", "sglang-kernel", "flashinfer-python", "transformers")  # sgl-kernel: its name up to sglang 0.5.17
 
 
 # ---- run metadata ------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ and command its JSON records. tests/bench/test_performance_doc.py checks that th
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _figure(name: str, caption: str) -> list[str]:
     return [f"![{caption}](../bench/results/{name})", ""] if (RESULTS / name).exists() else []
 
 
-def e2e_section(doc: dict) -> list[str]:
+def e2e_section(doc: dict, figures: bool = True) -> list[str]:
     meta = doc.get("meta", {})
     rows = [r for r in doc.get("rows", []) if r.get("status") == "ok"]
     best = {}  # (mode, ctx, batch) -> the row of the mode's best γ by server-log rate
@@ -54,7 +55,8 @@ def e2e_section(doc: dict) -> list[str]:
             best[k] = r
     cells = sorted({(c, b) for _, c, b in best})
     modes = [m for m in SPEC_MODES if any(k[0] == m for k in best)]
-    out = ["## End to end: quantspec against stock SGLang", "",
+    version = (meta.get("versions") or {}).get("sglang")
+    out = [f"## End to end: quantspec against stock SGLang{' ' + version if version else ''}", "",
            f"Model {meta.get('model', '?')}; prompts: {meta.get('prompts', '?')}; greedy, "
            f"{rows[0].get('gen') if rows else '?'} new tokens per request. Every mode is a real SGLang server; × = "
            "decode tokens/s over stock SGLang (bf16: BF16 KV cache, default attention backend) in the same cell, "
@@ -79,6 +81,8 @@ def e2e_section(doc: dict) -> list[str]:
     if kv["bf16"] and kv["int8"]:
         out += [f"KV cache bytes per token (all layers): bf16 {kv['bf16']:.0f}, quantspec {kv['int8']:.0f} "
                 f"({kv['int8'] / kv['bf16']:.2f}x).", ""]
+    if not figures:
+        return out
     return out + _figure(f"e2e_heatmap_{meta.get('model')}.png", "speedup over stock SGLang per cell")
 
 
@@ -152,7 +156,7 @@ def selection_section(doc: dict) -> list[str]:
     return out + [""]
 
 
-SECTIONS = (("e2e.json", e2e_section), ("kernels.json", kernels_section), ("acceptance.json", acceptance_section),
+SECTIONS = (("e2e.json", e2e_section), ("e2e_sglang-0.5.23.json", functools.partial(e2e_section, figures=False)), ("kernels.json", kernels_section), ("acceptance.json", acceptance_section),
             ("prefill.json", prefill_section), ("selection.json", selection_section))
 
 
