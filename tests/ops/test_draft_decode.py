@@ -100,6 +100,10 @@ CASES = [
     (3, 32, 8, 64, 32, [5, 0, 2], [(30, 33), (0, 1), (7, 9)], "fp16", None),
     (2, 4, 2, 96, 32, [3, 4], [(0, 63), (16, 1)], "fp32", 8),  # D/2 = 48: padded channel tile
     (1, 4, 2, 64, 128, [3], [(100, 30)], "fp16", 2),  # P = 128: key scales copied per thread, Triton's pipeline
+    # groups of the families users serve, not powers of two
+    (2, 9, 3, 64, 64, [2, 5], [(3, 10), (60, 4)], "bf16", None),  # G = 3, D = 64: SmolLM2, Llama-3.2-3B
+    (2, 10, 2, 128, 64, [4, 1], [(0, 1), (30, 40)], "bf16", 2),  # G = 5: Qwen3-14B
+    (1, 7, 1, 64, 32, [3], [(10, 20)], "fp16", None),  # G = 7: Qwen2.5-7B
 ]
 
 

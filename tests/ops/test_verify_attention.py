@@ -144,6 +144,9 @@ CASES = [
     (3, 8, 8, 8, 64, 64, torch.bfloat16, [120, 64, 57], None),
     (1, 9, 16, 2, 64, 32, torch.float16, [90], None),  # G = 8, 72 rows: two row blocks
     (3, 5, 12, 2, 64, 32, torch.bfloat16, [70, 31, 128], (4, 1)),  # G = 6: not a power of two
+    (2, 10, 9, 3, 64, 64, torch.bfloat16, [150, 70], None),  # G = 3, D = 64, γ = 9: SmolLM2's default window
+    (2, 8, 10, 2, 128, 64, torch.bfloat16, [200, 90], None),  # G = 5, γ = 7
+    (1, 9, 7, 1, 64, 32, torch.float16, [100], None),  # G = 7, γ = 8
     # many requests; lengths 1 (q_start 0) and 63, every position class around page boundaries
     (17, 1, 4, 2, 64, 32, torch.float16, [0, 62, 31, 32, 33, 63, 64, 95, 96, 100, 127, 128, 5, 200, 255, 256, 1], None),
     (1, 5, 4, 2, 64, 32, torch.bfloat16, [1000], None),  # a longer context: 31 INT8 pages
