@@ -1,14 +1,23 @@
 #!/usr/bin/env python
-"""EXTEND (prefill) attention under the INT8 view, one layer call: the fp32 einsum path vs the SDPA path (fp16,
-memory-efficient kernel), and stock SDPA over the same keys in BF16 with a causal mask as a yardstick (what a BF16
-prefill chunk's attention costs; not the same function). sgl_spec/kvcache/prefill.py.
+"""EXTEND (prefill) attention under the INT8 view, one layer call, every engine against stock SGLang's BF16 prefill
+attention on the same shape (sgl_spec/kernels/extend_attention/, sgl_spec/kvcache/prefill.py):
 
-One call = one request's chunk of ``--chunk`` new tokens after ``--prefix`` cached tokens, Llama-3-8B layer shapes
-(Hq 32, Hkv 8, D 128), page 64. Medians of CUDA-event timings after a warm-up; outputs of the two paths compared.
-Prints one line per configuration and writes JSON.
+* ``sdpa_fp16_ms``: the per-request torch path (dequantized pages, SDPA in fp16 with a mask; the default engine);
+* ``triton_ms``: the batched Triton engine (INT8 pages dequantized in registers);
+* ``fa3_ms``: the FA3 engine (INT8 pages dequantized once into a paged copy, FlashAttention-3 twice, merged);
+* ``stock_fa3_ms``: stock SGLang's prefill attention on Hopper - FlashAttention-3 causal over the BF16 keys of the
+  prefix and the chunk (sgl_kernel's ``flash_attn_varlen_func``); ``bf16_sdpa_ms``: causal SDPA over the same keys;
+* ``quantize_ms``: quantizing the chunk's complete pages into the planes (``quantize_pages``, the kernel the backend
+  runs before the attention), measured on its own;
+* ``einsum_fp32_ms``: the fp32 reference path, up to ``--einsum-max-tokens`` keys.
+
+One call = one request's chunk of new tokens after a cached prefix, at the layer shapes ``--shapes Hq:Hkv:D``
+(default Llama-3-8B 32:8:128 and pycode-30m 4:2:128), page 64. Medians of CUDA-event timings after a warm-up;
+every engine's output compared with the torch path's (``*_max_abs_diff``). Prints one line per configuration and
+writes JSON.
 
   python bench/bench_prefill.py --out bench/results/prefill.json
-  python bench/bench_prefill.py --smoke        # CPU, tiny shapes: the structure only
+  python bench/bench_prefill.py --smoke        # CPU, tiny shapes: the structure only (FA3 through the tests' stand-in)
 """
 from __future__ import annotations
 
@@ -66,59 +75,111 @@ def timed(fn, dev, reps):
     return statistics.median(ts)
 
 
+def _engines(dev, smoke):
+    """(fa3 module, its flash entry points, triton module or None) for this device."""
+    from sgl_spec.kernels.extend_attention import fa3 as xf
+
+    if dev == "cuda":
+        from sgl_spec.kernels.extend_attention import triton as xt
+
+        return xf, xf._sgl_flash(), xt
+    sys.path.insert(0, str(REPO / "tests" / "support"))
+    import fa3_standin
+
+    return xf, fa3_standin, None
+
+
 def main(argv=None):
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prefix", type=ints, default=[0, 8192, 32768, 57344])
-    ap.add_argument("--chunk", type=int, default=8192)
-    ap.add_argument("--heads", default="32:8")
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--prefix", type=ints, default=[0, 32768])
+    ap.add_argument("--chunk", type=ints, default=[8192, 32768, 65536])
+    ap.add_argument("--shapes", default="32:8:128,4:2:128", help="Hq:Hkv:D layer shapes")
     ap.add_argument("--page", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--einsum-max-prefix", type=int, default=57344, help="skip the slow fp32 path beyond this")
+    ap.add_argument("--einsum-max-tokens", type=int, default=16384, help="skip the slow fp32 path beyond this")
+    ap.add_argument("--sdpa-max-chunk", type=int, default=32768, help="skip the masked SDPA paths beyond this")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() and not a.smoke else "cpu"
     if a.smoke:
-        a.prefix, a.chunk, a.heads, a.head_dim, a.page, a.reps = [0, 96], 80, "4:2", 32, 32, 1
-    Hq, Hkv = (int(x) for x in a.heads.split(":"))
-    D, P = a.head_dim, a.page
-    scale = D ** -0.5
+        a.prefix, a.chunk, a.shapes, a.page, a.reps = [0, 96], [80], "4:2:32", 32, 1
+    from sgl_spec.kernels.extend_attention import extend_plan, paged_plan
+    from sgl_spec.kernels.quantize_pages import quantize_pages
+
+    xf, flash, xt = _engines(dev, a.smoke)
+    P = a.page
     rows = []
     name = torch.cuda.get_device_name(0) if dev == "cuda" else "cpu"
-    for prefix in a.prefix:
-        q, k, v, store, ids = case(prefix, a.chunk, Hq, Hkv, D, P, dev)
-        base = (prefix // P) * P
-        args = (q, k[prefix:], v[prefix:], k[base:prefix], v[base:prefix], store, ids, prefix, scale)
-        out_s = torch.empty_like(q)
-        t_sdpa = timed(lambda: extend_attention(*args, out=out_s, impl="sdpa"), dev, a.reps)
-        row = {"prefix": prefix, "chunk": a.chunk, "hq": Hq, "hkv": Hkv, "head_dim": D, "page": P,
-               "sdpa_fp16_ms": t_sdpa, "device": name}
-        # yardstick: BF16 causal SDPA of the chunk over prefix + chunk keys (what stock prefill attention costs)
-        kk = k[None].transpose(1, 2).repeat_interleave(Hq // Hkv, 1)
-        vv = v[None].transpose(1, 2).repeat_interleave(Hq // Hkv, 1)
-        qq = q[None].transpose(1, 2)
-        mask = torch.ones(a.chunk, prefix + a.chunk, dtype=torch.bool, device=dev).tril(prefix)
-        row["bf16_sdpa_ms"] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(
-            qq, kk, vv, attn_mask=mask, scale=scale), dev, a.reps)
-        del kk, vv, mask
-        if prefix <= a.einsum_max_prefix:
-            out_e = torch.empty_like(q)
-            row["einsum_fp32_ms"] = timed(lambda: extend_attention(*args, out=out_e, impl="einsum"), dev, a.reps)
-            row["speedup"] = row["einsum_fp32_ms"] / t_sdpa
-            row["max_abs_diff"] = (out_s.float() - out_e.float()).abs().max().item()
-        rows.append(row)
-        print(f"prefix {prefix:6d} chunk {a.chunk} Hq {Hq} Hkv {Hkv} | sdpa fp16 {t_sdpa:9.2f} ms | einsum fp32 "
-              f"{row.get('einsum_fp32_ms', float('nan')):9.2f} ms | x{row.get('speedup', float('nan')):.1f} | "
-              f"bf16 causal sdpa {row['bf16_sdpa_ms']:8.2f} ms | max|diff| {row.get('max_abs_diff', float('nan')):.2e}",
-              flush=True)
-        del q, k, v, store
-        if dev == "cuda":
-            torch.cuda.empty_cache()
+    for shape in a.shapes.split(","):
+        Hq, Hkv, D = (int(x) for x in shape.split(":"))
+        scale = D ** -0.5
+        for chunk in a.chunk:
+            for prefix in a.prefix:
+                q, k, v, store, ids = case(prefix, chunk, Hq, Hkv, D, P, dev)
+                base = (prefix // P) * P
+                args = (q, k[prefix:], v[prefix:], k[base:prefix], v[base:prefix], store, ids, prefix, scale)
+                row = {"prefix": prefix, "chunk": chunk, "hq": Hq, "hkv": Hkv, "head_dim": D, "page": P,
+                       "device": name}
+                ref = torch.empty_like(q)
+                if chunk <= a.sdpa_max_chunk:
+                    row["sdpa_fp16_ms"] = timed(lambda: extend_attention(*args, out=ref, impl="sdpa"), dev, a.reps)
+                else:  # the reference output for the comparisons, untimed
+                    extend_attention(*args, out=ref, impl="sdpa")
+                prev = torch.zeros(1, P, Hkv, D, dtype=k.dtype, device=dev)
+                prev[0, :prefix - base] = k[base:prefix]
+                prev_v = torch.zeros_like(prev)
+                prev_v[0, :prefix - base] = v[base:prefix]
+                pt = ids[None]
+                fa3_plan = paged_plan([prefix], [chunk], pt, P)
+                out = torch.empty_like(q)
+                row["fa3_ms"] = timed(lambda: xf.extend_attention(q, k[prefix:], v[prefix:], prev, prev_v, store,
+                                                                  fa3_plan, scale, out=out, flash=flash), dev, a.reps)
+                row["fa3_max_abs_diff"] = (out.float() - ref.float()).abs().max().item()
+                if xt is not None:
+                    plan = extend_plan([prefix], [chunk], Hq // Hkv, P, dev, D)
+                    row["triton_ms"] = timed(lambda: xt.extend_attention(q, k[prefix:], v[prefix:], prev, prev_v,
+                                                                         store, pt, plan, scale, out=out), dev, a.reps)
+                    row["triton_max_abs_diff"] = (out.float() - ref.float()).abs().max().item()
+                # stock: causal attention over the BF16 keys of prefix + chunk (bottom-right aligned)
+                cu_q = torch.tensor([0, chunk], dtype=torch.int32, device=dev)
+                cu_k = torch.tensor([0, prefix + chunk], dtype=torch.int32, device=dev)
+                row["stock_fa3_ms"] = timed(lambda: flash.flash_attn_varlen_func(
+                    q, k, v, cu_q, cu_k, max_seqlen_q=chunk, max_seqlen_k=prefix + chunk, softmax_scale=scale,
+                    causal=True), dev, a.reps)
+                if chunk <= a.sdpa_max_chunk:
+                    kk = k[None].transpose(1, 2).repeat_interleave(Hq // Hkv, 1)
+                    vv = v[None].transpose(1, 2).repeat_interleave(Hq // Hkv, 1)
+                    qq = q[None].transpose(1, 2)
+                    mask = torch.ones(chunk, prefix + chunk, dtype=torch.bool, device=dev).tril(prefix)
+                    row["bf16_sdpa_ms"] = timed(lambda: torch.nn.functional.scaled_dot_product_attention(
+                        qq, kk, vv, attn_mask=mask, scale=scale), dev, a.reps)
+                    del kk, vv, mask
+                if prefix + chunk <= a.einsum_max_tokens:
+                    out_e = torch.empty_like(q)
+                    row["einsum_fp32_ms"] = timed(lambda: extend_attention(*args, out=out_e, impl="einsum"), dev,
+                                                  a.reps)
+                    row["max_abs_diff"] = (ref.float() - out_e.float()).abs().max().item()
+                # the chunk's complete pages into the planes (what the backend does before attending;
+                # last: it overwrites pages the attention paths above read)
+                n_pages = chunk // P
+                rows_q = (torch.arange(n_pages, device=dev) * P).long()
+                dst = torch.arange(n_pages, device=dev, dtype=torch.int32) % store.k_upper.shape[0]
+                kq, vq = k[prefix:prefix + n_pages * P], v[prefix:prefix + n_pages * P]
+                row["quantize_ms"] = timed(lambda: quantize_pages(kq, vq, rows_q, dst, store), dev, a.reps)
+                rows.append(row)
+                f = lambda key: f"{row[key]:8.2f}" if key in row else "       -"  # noqa: E731
+                print(f"shape {Hq}:{Hkv}:{D} prefix {prefix:6d} chunk {chunk:6d} | stock fa3 {f('stock_fa3_ms')} ms | "
+                      f"fa3 {f('fa3_ms')} | triton {f('triton_ms')} | torch sdpa {f('sdpa_fp16_ms')} | quantize "
+                      f"{f('quantize_ms')} | fa3 x stock {row['fa3_ms'] / row['stock_fa3_ms']:.2f} | "
+                      f"max|diff| fa3 {row['fa3_max_abs_diff']:.2e}", flush=True)
+                del q, k, v, store
+                if dev == "cuda":
+                    torch.cuda.empty_cache()
     doc = {**common.run_meta(dev), "torch": torch.__version__,
-           "note": "one layer call of extend_attention; bf16_sdpa_ms is stock causal attention over BF16 keys "
-                   "(yardstick, not the same function)", "rows": rows}
+           "note": "one layer call of the EXTEND attention under the INT8 view per engine; stock_fa3_ms is stock "
+                   "SGLang's BF16 prefill attention (FlashAttention-3, causal) on the same shape", "rows": rows}
     if a.out:
         common.write_json(a.out, doc)
         print(f"wrote {a.out}")

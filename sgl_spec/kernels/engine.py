@@ -32,21 +32,28 @@ def use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
 
 
-PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: "triton" | "torch" (default), the EXTEND attention's engine
+PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: "fa3" | "triton" | "torch" (default), the EXTEND attention's engine
+PREFILL_ENGINES = ("fa3", "triton", "torch")
+FA3_MIN_CAPABILITY = (9, 0)  # sgl_kernel's FlashAttention-3 runs on Hopper and later
 
 
 def prefill_engine(device, batch_invariant: bool = False) -> str:
     """The EXTEND attention's engine, decided once at startup: "torch" (per request, dequantized pages through
-    SDPA: sgl_spec/kvcache/prefill.py), or with ``SGL_SPEC_PREFILL=triton`` on CUDA the batched Triton kernel
-    (sgl_spec/kernels/extend_attention/triton.py), opt-in while it is not measured on a GPU. With
-    ``batch_invariant`` (--enable-deterministic-inference) always "torch": its page-aligned key layout."""
+    SDPA: sgl_spec/kvcache/prefill.py), or on CUDA with ``SGL_SPEC_PREFILL`` the batched engines, opt-in while they
+    are not measured against stock SGLang's prefill: "triton" (sgl_spec/kernels/extend_attention/triton.py) and, on
+    sm_90+, "fa3" (extend_attention/fa3.py: the INT8 pages dequantized once a layer, sgl_kernel's FlashAttention-3).
+    With ``batch_invariant`` (--enable-deterministic-inference) always "torch": its page-aligned key layout."""
     want = os.environ.get(PREFILL_ENV, "")
     if not want:
         return "torch"
-    if want not in ("triton", "torch"):
-        raise ValueError(f"{PREFILL_ENV} must be triton or torch, got {want!r}")
-    logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, want)
-    return "triton" if want == "triton" and torch.device(device).type == "cuda" and not batch_invariant else "torch"
+    if want not in PREFILL_ENGINES:
+        raise ValueError(f"{PREFILL_ENV} must be one of {', '.join(PREFILL_ENGINES)}, got {want!r}")
+    dev = torch.device(device)
+    got = want if dev.type == "cuda" and not batch_invariant else "torch"
+    if got == "fa3" and torch.cuda.get_device_capability(dev) < FA3_MIN_CAPABILITY:
+        got = "torch"
+    logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, got)
+    return got
 
 
 @dataclass(frozen=True)

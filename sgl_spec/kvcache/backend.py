@@ -33,7 +33,8 @@ from sgl_spec.kernels.window_meta import window_meta
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
-from sgl_spec.kernels.extend_attention import ExtendPlan, extend_attention, extend_plan
+from sgl_spec.kernels.extend_attention import ExtendPlan, PagedPlan, extend_attention, extend_plan, paged_plan
+from sgl_spec.kernels.extend_attention import fa3 as extend_fa3
 from sgl_spec.kvcache.prefill import extend_attention as extend_one
 from sgl_spec.patches import sglang
 
@@ -79,6 +80,7 @@ class _Extend:  # EXTEND / MIXED: host-driven
     straddle: list  # (request, page) whose first tokens came from an earlier forward and that this forward completes
     ring: torch.Tensor  # [B] long: the ring page of each request's first new position
     plan: Optional[ExtendPlan] = None  # the Triton engine's batch layout (prefill_engine "triton")
+    paged: Optional[PagedPlan] = None  # the FA3 engine's (prefill_engine "fa3")
 
 
 @dataclass
@@ -309,7 +311,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         ring = torch.tensor([(x // P) % R for x in starts], dtype=torch.long).to(dev, non_blocking=True)
         plan = (extend_plan(starts, lens, self._group, P, dev, self.token_to_kv_pool.head_dim)
                 if self.prefill_engine == "triton" else None)
-        return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan)
+        paged = paged_plan(starts, lens, page_table, P) if self.prefill_engine == "fa3" else None
+        return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan, paged)
 
     # ---- forward ----------------------------------------------------------------------------------------------------
     def _layer_state(self, layer):
@@ -347,8 +350,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             src_k = torch.cat([k] + [t.to(k.dtype) for t in side_k]) if side_k else k
             src_v = torch.cat([v] + [t.to(v.dtype) for t in side_v]) if side_v else v
             quantize_pages(src_k, src_v, md.tokens.q_rows, md.tokens.q_pages, store)
-        # 4. attention: the whole batch in one launch (Triton engine), else one request at a time
+        # 4. attention: the whole batch at once (FA3 or Triton engine), else one request at a time
         out = torch.empty_like(q3)
+        if md.paged is not None:
+            extend_fa3.extend_attention(q3, k, v, prev_k, prev_v, store, md.paged, layer.scaling, out=out)
+            return out.view(q.shape[0], -1)
         if md.plan is not None:
             extend_attention(q3, k, v, prev_k, prev_v, store, md.page_table, md.plan, layer.scaling, out=out)
             return out.view(q.shape[0], -1)

@@ -119,3 +119,55 @@ def test_extend_attention_on_gpu(G, D, P):
     want = xr.extend_attention(*cuda[:5], store, cuda[5], plan, D ** -0.5)
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
+# ---- FA3 engine (fa3.py): the layout and the merge on the CPU through a stand-in, the real FA3 on the GPU ----------
+from sgl_spec.kernels.extend_attention import fa3 as xf  # noqa: E402
+from sgl_spec.kernels.extend_attention import paged_plan  # noqa: E402
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_fa3_engine_layout_and_merge_match_reference(case):
+    """fp16 operands (as FA3 takes them) against the fp32 twin: 1e-2 as for the Triton engine."""
+    import fa3_standin
+
+    starts, lens, Hq, Hkv, D, P = CASES[case]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.bfloat16, seed=case)
+    scale = 1 / math.sqrt(D)
+    want = xr.extend_attention(q, k, v, pk, pv, store, pt, extend_plan(starts, lens, Hq // Hkv, P, "cpu", D), scale)
+    plan = paged_plan(starts, lens, pt, P)
+    out = torch.full_like(q, float("nan"))
+    got = xf.extend_attention(q, k, v, pk, pv, store, plan, scale, out=out, flash=fa3_standin)
+    assert got is out and not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+
+
+def test_paged_plan_segments_never_leave_their_page():
+    starts, lens, P = [5, 0, 130, 64], [200, 64, 3, 0], 32
+    pt = torch.arange(4 * 12, dtype=torch.int32).reshape(4, 12)
+    plan = paged_plan(starts, lens, pt, P)
+    cu = plan.cu_q.tolist()
+    assert cu[-1] == sum(lens) and plan.max_q <= P
+    pos = [s + i for s, n in zip(starts, lens) for i in range(n)]
+    for a, b in zip(cu, cu[1:]):
+        assert b > a and pos[a] // P == pos[b - 1] // P  # one page a segment
+    assert plan.prefix_len.tolist()[:2] == [0, 32]  # request 0: page 0 (no INT8 page), then page 1 reads page 0
+    assert plan.n8 == (204 // 32) + (63 // 32) + (132 // 32) and plan.has_prefix.numel() == sum(lens)
+    own = plan.cu_k.tolist()
+    assert own[1] - own[0] == 32 - 0 and plan.own_idx[:5].tolist() == [sum(lens) + i for i in range(5)]  # prev rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128)])
+def test_fa3_engine_on_gpu(G, D, P):
+    """sgl_kernel's FA3 on CUDA against the twin (fp32 on the same inputs), bf16 model tensors."""
+    starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, 2 * G, 2, D, P, torch.bfloat16, seed=G)
+    cuda = [t.cuda() for t in (q, k, v, pk, pv, pt)]
+    for name in ("k_upper", "k_lower", "k_scale", "k_zero", "v_upper", "v_lower", "v_scale", "v_zero"):
+        setattr(store, name, getattr(store, name).cuda())
+    want = xr.extend_attention(*cuda[:5], store, cuda[5], extend_plan(starts, lens, G, P, "cuda", D), D ** -0.5)
+    out = torch.full_like(cuda[0], float("nan"))
+    got = xf.extend_attention(*cuda[:5], store, paged_plan(starts, lens, cuda[5], P), D ** -0.5, out=out)
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)

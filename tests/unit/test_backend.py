@@ -158,6 +158,28 @@ def test_batched_extend_kernel_equals_per_request_extend(monkeypatch):
                 torch.testing.assert_close(out[rid][li], ref[rid][li][s:s + n], atol=1e-2, rtol=1e-2)
 
 
+def test_fa3_extend_engine_equals_per_request_extend(monkeypatch):
+    """The EXTEND path of the FA3 engine (sgl_spec/kernels/extend_attention/fa3.py; here FA3's entry points are
+    tests/support/fa3_standin.py) over the same chunks, against the per-request pure-torch path: the plan, the
+    dequantized copy, the own-page gather through the ring and the merge. Tolerance 1e-2: fp16 operands."""
+    import fa3_standin
+
+    from sgl_spec.kernels.extend_attention import fa3
+
+    lengths = [91, 170, 5]
+    data = make_data(lengths, seed=4, head_dim=32)
+    ref = one_extend(data, lengths, head_dim=32)
+    sim = Sim(head_dim=32)
+    sim.backend.prefill_engine = "fa3"
+    monkeypatch.setattr(fa3, "_sgl_flash", lambda: fa3_standin)
+    for chunk in ([(1, 0, 0, 23), (2, 1, 0, 40), (3, 2, 0, 5)], [(1, 0, 23, 68), (2, 1, 40, 130)]):
+        out = sim.forward("EXTEND", chunk, data)
+        assert sim.backend.forward_metadata.paged is not None
+        for _, rid, s, n in chunk:
+            for li in range(LAYERS):
+                torch.testing.assert_close(out[rid][li], ref[rid][li][s:s + n], atol=1e-2, rtol=1e-2)
+
+
 def test_prefix_hit_equals_cold_extend():
     n = 3 * 32 + 7
     data = make_data([n, n], seed=3)
@@ -341,3 +363,18 @@ def test_deterministic_inference_fixes_the_verify_engine(monkeypatch):
         be.batch_invariant = invariant
         assert be._resolve_verify_engine(runner, sim.pool) == "gluon"
         assert be.verify_min_pairs == pairs
+
+
+def test_prefill_engine_knob(monkeypatch):
+    """SGL_SPEC_PREFILL (benchmarking) picks the EXTEND engine; the CPU and deterministic inference always take the
+    per-request torch path; an unknown value stops startup naming the choices."""
+    from sgl_spec.kernels.engine import PREFILL_ENV, prefill_engine
+
+    monkeypatch.delenv(PREFILL_ENV, raising=False)
+    assert prefill_engine("cpu") == "torch"
+    for want in ("fa3", "triton", "torch"):
+        monkeypatch.setenv(PREFILL_ENV, want)
+        assert prefill_engine("cpu") == "torch"
+    monkeypatch.setenv(PREFILL_ENV, "flash")
+    with pytest.raises(ValueError, match="fa3, triton, torch"):
+        prefill_engine("cpu")
