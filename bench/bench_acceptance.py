@@ -236,7 +236,8 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
     rows = []
     for i, cfg in enumerate(configs):
         got = res[i * len(prompts):(i + 1) * len(prompts)]
-        row = dict(cfg, min_pages=a.min_pages if cfg["policy"] != "dense" else None,
+        row = dict(cfg, kind="acceptance", model=Path(a.model).name, prompt_set=Path(a.prompts).name,
+                   min_pages=a.min_pages if cfg["policy"] != "dense" else None,
                    sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
                    max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
                    prompt_tokens=[len(p["input_ids"]) for p in prompts], **metrics(got, cfg["gamma"]),
@@ -296,7 +297,7 @@ def agreement(rows) -> dict:
 
 
 def write(a, info, rows):
-    key = lambda r: (r["policy"], r["ratio"], r["gamma"], r.get("min_pages"), r.get("sink_pages"),  # noqa: E731
+    key = lambda r: (r.get("model"), r["policy"], r["ratio"], r["gamma"], r.get("min_pages"), r.get("sink_pages"),  # noqa: E731
                      r["page_size"], r["max_new_tokens"], r["num_prompts"], tuple(r["prompt_tokens"]))
     old = []
     if a.merge and a.out.exists():
