@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import time
 from pathlib import Path
@@ -67,6 +68,9 @@ def parse_args(argv=None):
     ap.add_argument("--mem-fraction", type=float, default=0.85)
     ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummy 8192)")
     ap.add_argument("--extra", default="", help="more server arguments, one shell-quoted string")
+    ap.add_argument("--simulate-accept", type=float, default=None, help=(
+        "random-weight models: keep each greedy draft with this probability (SGL_SPEC_SIMULATE_ACCEPT in the "
+        "servers' environment); rows record it as alpha_sim and kind e2e_sim"))
     ap.add_argument("--procs", type=int, default=8, help="client processes at most (16 requests each)")
     ap.add_argument("--site", default="/tmp/site", help="GPU: an offline SGLang install put first on the server's "
                                                          "path, if the folder exists")
@@ -137,9 +141,20 @@ class Clock:
         self.rate = r if self.rate is None else max(self.rate, r)
 
 
+SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py's (this client runs without sgl_spec)
+
+
 def _row_base(a, device, model, mode, gamma, ctx, b):
-    return {"kind": "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma, "ctx": ctx, "batch": b, "gen": a.gen,
-            "temperature": a.temperature, "shared_prefix": a.shared_prefix}
+    sim = a.simulate_accept is not None and e2e_server.MODES[mode]["spec"]
+    return {"kind": "e2e_sim" if sim else "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma,
+            "ctx": ctx, "batch": b, "gen": a.gen, "temperature": a.temperature, "shared_prefix": a.shared_prefix,
+            "alpha_sim": a.simulate_accept if sim else None,
+            "draft_weights": _flag(shlex.split(a.extra), "--quantspec-draft-weights", "auto")
+            if e2e_server.MODES[mode]["spec"] else None}
+
+
+def _flag(args: list, name: str, default):
+    return args[args.index(name) + 1] if name in args[:-1] else default
 
 
 def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[str]:
@@ -310,6 +325,8 @@ def _summary(doc, device, model):
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.simulate_accept is not None:  # the servers inherit this environment (bench/common.py gpu_env)
+        os.environ[SIMULATE_ENV] = str(a.simulate_accept)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.continue_from and not (a.out / "e2e.json").exists() and Path(a.continue_from).exists():
         e2e_results.save(e2e_results.load(a.continue_from), a.out / "e2e.json")

@@ -61,6 +61,7 @@ class QuantSpecConfig:
     fused_draft: bool = True  # draft passes with fused norm / linear / epilogue launches where supported
     draft_kernel: str = "auto"  # one of flags.DRAFT_KERNELS: the draft attention's page programs
     verify_kernel: str = "auto"  # one of flags.VERIFY_KERNELS: the verify attention's INT8 page programs
+    draft_weights: str = "auto"  # one of flags.DRAFT_WEIGHTS: the draft passes' linear weights
 
     @property
     def num_verify_tokens(self) -> int:
@@ -85,7 +86,7 @@ class QuantSpecConfig:
                 draft += f", page score {self.page_score}"
         return (f"quantspec speculative decoding, γ={self.num_draft_steps}, page size {self.page_size}, draft: {draft}, "
                 f"fused draft layers: {'on' if self.fused_draft else 'off'}, draft kernel: {self.draft_kernel}, "
-                f"verify kernel: {self.verify_kernel}, speculate: {self.speculate}")
+                f"verify kernel: {self.verify_kernel}, draft weights: {self.draft_weights}, speculate: {self.speculate}")
 
 
 def get_config(server_args) -> Optional[QuantSpecConfig]:
@@ -143,6 +144,7 @@ def configure(server_args) -> Optional[QuantSpecConfig]:
         page_score=str(opts["quantspec_page_score"]), fused_draft=opts["quantspec_fused_draft"] == "on",
         draft_kernel=str(opts["quantspec_draft_kernel"]), verify_kernel=str(opts["quantspec_verify_kernel"]),
         speculate=str(opts["quantspec_speculate"]), cost_model=opts["quantspec_cost_model"],
+        draft_weights=str(opts["quantspec_draft_weights"]),
     )
     sa.set_private(server_args, "_quantspec", cfg)
     logger.info("%s", cfg.describe())

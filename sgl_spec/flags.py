@@ -20,6 +20,8 @@ PAGE_SCORES = ("max", "lse")
 # Draft passes with norm + linear + RoPE / SiLU-and-mul fused (sgl_spec/speculative/draft_layers.py, sgl_spec/kernels/norm_pair_linear/triton.py).
 FUSED_DRAFT_CHOICES = ("on", "off")
 DRAFT_KERNELS = ("auto", "triton", "gluon")
+# The draft passes' linear weights (sgl_spec/speculative/draft_weights.py).
+DRAFT_WEIGHTS = ("auto", "int4", "model")
 VERIFY_KERNELS = ("auto", "triton", "gluon")
 
 # The two ways to turn quantspec on, as --help (add_cli_args) and the README's flag table (scripts/flag_table.py)
@@ -79,6 +81,12 @@ FLAGS: dict[str, tuple[Any, dict]] = {
         "parallel 1, batch <= 64) as norm + qkv + RoPE and norm + gate_up + SiLU-and-mul launches (4 kernels fewer a "
         "layer; the verify keeps SGLang's layers, so output is unchanged); 'off' drafts with SGLang's layers. "
         "Default: on."))),
+    "quantspec_draft_weights": ("auto", dict(choices=DRAFT_WEIGHTS, help=(
+        "quantspec draft: the linear weights the draft passes read. 'int4': a 4-bit copy of each decoder layer's "
+        "qkv / o / gate_up / down projections (groups of 128 input channels, SGLang's Marlin W4A16 GEMM on the GPU; "
+        "its bytes come out of the KV cache budget, the startup log says how many); 'model': the checkpoint's "
+        "weights; 'auto': int4 where the Marlin GEMM runs and those weights are at least 1 GiB, else model. The "
+        "verify keeps the checkpoint's weights, so output is unchanged either way. Default: auto."))),
     "quantspec_draft_kernel": ("auto", dict(choices=DRAFT_KERNELS, help=(
         "quantspec draft: the page programs of the draft attention. 'gluon': one warp a page, tensor-core operands "
         "built in registers (sgl_spec/kernels/draft_decode/gluon_pages.py; page size 64 or 128, head_dim 128, up to 8 query heads a KV "
@@ -144,6 +152,7 @@ def check_draft_options(opts: dict, given: dict) -> None:
     _check_choice(opts, "quantspec_score_smoothing", SCORE_SMOOTHING)
     _check_choice(opts, "quantspec_fused_draft", FUSED_DRAFT_CHOICES)
     _check_choice(opts, "quantspec_draft_kernel", DRAFT_KERNELS)
+    _check_choice(opts, "quantspec_draft_weights", DRAFT_WEIGHTS)
     _check_choice(opts, "quantspec_verify_kernel", VERIFY_KERNELS)
     _check_choice(opts, "quantspec_page_score", PAGE_SCORES)
     if not 0.0 <= float(opts["quantspec_recent_share"]) <= 1.0:

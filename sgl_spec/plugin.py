@@ -14,7 +14,8 @@ command line / server args (sgl_spec/config.py)
     ``validate_server_args`` / ``handle_server_args``: ``config.configure`` validates and adjusts the settings.
 KV pool (sgl_spec/kvcache/pool.py)
   * ``DefaultPoolConfigurator._compute_cell_size`` (AROUND): bytes per token of the quantized pages.
-  * ``KVCacheConfigurator._profile_available_bytes`` (AFTER): minus the hot rings and the page-score buffer.
+  * ``KVCacheConfigurator._profile_available_bytes`` (AFTER): minus the hot rings, the page-score buffer and the
+    4-bit draft weights, which are built there (sgl_spec/speculative/draft_weights.py).
   * ``KVCacheConfigurator._build_token_to_kv_pool`` (AROUND): ``QuantSpecKVPool`` instead of ``MHATokenToKVPool``.
 attention (sgl_spec/kvcache/backend.py)
   * ``attention_backend_setup._build_resolved_backend`` (AROUND): ``QuantSpecAttnBackend`` for the target model;
@@ -134,7 +135,27 @@ def _available_bytes(result, kvc, *args, **kwargs):
                          f"than the {result / 2**30:.2f} GB left for the KV cache; lower --max-running-requests")
     logger.info("quantspec: %.3f GB of the KV budget go to hot rings (+ page scores) for %d request slots",
                 fixed / 2**30, slots - 1)
-    return result - fixed
+    return result - fixed - _draft_weight_bytes(cfg, kvc, result - fixed)
+
+
+def _draft_weight_bytes(cfg, kvc, budget: int) -> int:
+    """The 4-bit draft weights (sgl_spec/speculative/draft_weights.py), built here - the model is loaded and the
+    KV pool not yet sized - so their bytes come out of the KV budget; returns those bytes."""
+    from sgl_spec.speculative import draft_weights
+
+    model = getattr(kvc, "model", None)  # SGLang's configurator holds the loaded model
+    if not cfg.speculative or model is None:
+        return 0
+    copy, why = draft_weights.resolve(cfg.draft_weights, model, kvc.device)
+    if not copy:
+        logger.info("quantspec: draft passes read the checkpoint's weights (%s)", why)
+        return 0
+    made = draft_weights.prepare(model, kvc.device)
+    if made.nbytes >= budget:
+        raise ValueError(f"quantspec: the 4-bit draft weights need {made.nbytes / 2**30:.2f} GB, more than the "
+                         f"{budget / 2**30:.2f} GB left for the KV cache; use --quantspec-draft-weights model")
+    logger.info("quantspec: %.3f GB of the KV budget go to the 4-bit draft weights (%s)", made.nbytes / 2**30, why)
+    return made.nbytes
 
 
 def _build_pool(original, self, *args, sizes, req_to_token_pool, **kwargs):

@@ -9,6 +9,7 @@
 * ``gluon_page_size_error``: the startup check of ``--page-size`` against ``... gluon``, before any device exists;
 * ``gluon_device_support``: the machine the Gluon kernels run on;
 * ``prefill_engine``: the EXTEND attention's engine (``SGL_SPEC_PREFILL``, benchmarking).
+* ``w4a16_engine``: the 4-bit draft weights' GEMM (SGLang's Marlin on CUDA, the pure-torch twin elsewhere).
 The shapes each Gluon kernel covers stay beside its layouts (draft_decode/launch.py ``gluon_draft_shapes``,
 verify_attention/gluon_rules.py ``gluon_verify_shapes``, ``auto_min_pairs``, ``GLUON_MAX_ROWS``).
 """
@@ -54,6 +55,26 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
         got = "torch"
     logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, got)
     return got
+
+
+MARLIN_MIN_CAPABILITY = (8, 0)  # SGLang's Marlin W4A16 GEMM: Ampere and later
+
+
+def w4a16_engine(device) -> tuple[str, str]:
+    """(engine, why not Marlin) of ``w4a16_linear`` on ``device``: "marlin" (SGLang's own W4A16 GEMM) on a CUDA
+    device of compute capability 8.0+ where SGLang's Marlin imports, else "torch" (dequantize + matmul: the CPU path,
+    correct but no faster than the model's own weights)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return "torch", "not a CUDA device"
+    if torch.cuda.get_device_capability(dev) < MARLIN_MIN_CAPABILITY:
+        return "torch", "Marlin needs compute capability 8.0 or newer"
+    try:
+        from sglang.kernels.ops.quantization.gptq_marlin_repack import gptq_marlin_repack  # noqa: F401
+        from sglang.srt.layers.quantization.marlin_utils import apply_gptq_marlin_linear  # noqa: F401
+    except ImportError as e:
+        return "torch", f"SGLang's Marlin does not import ({e})"
+    return "marlin", ""
 
 
 @dataclass(frozen=True)

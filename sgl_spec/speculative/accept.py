@@ -4,6 +4,7 @@ draws taken here) and the emitted tokens' logprobs. Shared by the worker's round
 auto-off plain steps (:mod:`sgl_spec.speculative.auto_off`)."""
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 import torch
@@ -11,9 +12,36 @@ import torch
 from sgl_spec.speculative import sampling
 
 
-def accept(drafts: torch.Tensor, logits: torch.Tensor, params: Optional[dict], draft_probs=None):
+SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # benchmarking: keep each matching greedy draft with this probability
+
+
+def simulated_alpha() -> Optional[float]:
+    """``SGL_SPEC_SIMULATE_ACCEPT`` (benchmarking, e.g. 0.9) as a float in (0, 1], else None. Random-weight models
+    accept every draft; with it each greedy draft the target would accept is kept i.i.d. with that probability, so a
+    benchmark of a dummy model sees a chosen acceptance. Output stays the target's greedy output (a dropped draft
+    is replaced by the target's token); only acceptance, and so speed, is simulated."""
+    raw = os.environ.get(SIMULATE_ENV, "")
+    if not raw:
+        return None
+    alpha = float(raw)
+    if not 0.0 < alpha <= 1.0:
+        raise ValueError(f"{SIMULATE_ENV} must be in (0, 1], got {raw!r}")
+    return alpha
+
+
+def accept(drafts: torch.Tensor, logits: torch.Tensor, params: Optional[dict], draft_probs=None,
+           simulate: Optional[float] = None):
     """sampling.verify_chain over ``drafts`` [bs, n] and target ``logits`` [bs, n+1, V]: greedy, or rejection
-    sampling with the requests' filters (n = 0: a plain step, one token drawn from the target)."""
+    sampling with the requests' filters (n = 0: a plain step, one token drawn from the target). ``simulate``: the
+    acceptance simulator's α for greedy requests (``simulated_alpha``)."""
+    if simulate is not None and drafts.shape[1]:
+        keep = torch.rand(drafts.shape, device=logits.device) < simulate
+        g_tokens, g_lens = sampling.greedy_accept(drafts, logits.argmax(dim=-1), keep)
+        if params is None:
+            return g_tokens, g_lens
+        s_tokens, s_lens = accept(drafts, logits, params, draft_probs)
+        greedy = params["greedy_rows"]
+        return torch.where(greedy.view(-1, 1), g_tokens, s_tokens), torch.where(greedy, g_lens, s_lens)
     if params is None:
         return sampling.verify_chain(drafts, logits)
     bs, n = drafts.shape

@@ -45,7 +45,7 @@ from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCuda
 from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
 
 from sgl_spec.patches import sglang
-from sgl_spec.speculative import draft_layers
+from sgl_spec.speculative import draft_layers, draft_weights
 from sgl_spec.speculative.spec_info import QuantSpecDraftStep
 
 logger = logging.getLogger(__name__)
@@ -182,6 +182,7 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
                  statics_heads: Optional[int] = None, fused_layers: bool = False):
         self._eager_replay = eager_replay
         self._fused_layers = fused_layers
+        self._int4 = draft_weights.has_copy(getattr(model_runner, "model", None))  # graphs record the 4-bit draft weights' GEMMs
         self.fused_sizes: list = []  # captured batch sizes whose graphs run fused layers (draft_layers.py)
         self._statics_kcap = statics_kcap
         self._statics_heads = statics_heads
@@ -218,6 +219,8 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
         if self._fused_layers and size <= draft_layers.FUSED_MAX_BS:
             forward = draft_layers.fused_call(self.model_runner.model, forward)
             self.fused_sizes.append(size)
+        if self._int4:
+            forward = draft_weights.int4_call(self.model_runner.model, forward)
         with self.statics.scope(self.attn_backend, size):
             return super().capture_one_shape(size, forward, *args, **kwargs)
 

@@ -180,12 +180,13 @@ def fused_call(model, forward):
     return call
 
 
-def resolve(model, requested: bool) -> bool:
+def resolve(model, requested: bool, int4_weights: bool = False) -> bool:
     """Whether draft graphs use fused layers: ``requested`` (--quantspec-fused-draft) and supported; logs why not.
-    Builds the folded weights of every layer when they are used."""
+    Builds the folded weights of every layer when they are used. With 4-bit draft weights (draft_weights.py) the
+    drafts keep SGLang's layers: the fused launches read the checkpoint's qkv and gate_up weights."""
     if not requested:
         return False
-    why = unsupported(model)
+    why = "the drafts read 4-bit weights" if int4_weights else unsupported(model)
     if why:
         logger.info("quantspec: draft passes keep SGLang's layers (%s)", why)
         return False

@@ -76,14 +76,18 @@ def _accepted_prefix_len(accept: torch.Tensor) -> torch.Tensor:
     return torch.cumprod(accept.to(torch.int64), dim=-1).sum(dim=-1)
 
 
-def greedy_accept(draft_tokens: torch.Tensor, target_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy_accept(draft_tokens: torch.Tensor, target_tokens: torch.Tensor,
+                  keep: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``draft_tokens [B, G]``, ``target_tokens [B, G+1]`` (argmax of each verify row) →
     ``(tokens [B, G+1], accept_lens [B])``.
 
     Accept the longest prefix with ``d_{j+1} == argmax(row j)``, then emit the target's token at the first
     mismatch (or the bonus row). On the accepted prefix the target tokens equal the drafts, so the emitted row is
-    simply ``target_tokens`` and nothing needs gathering."""
-    n = _accepted_prefix_len(draft_tokens == target_tokens[:, :-1])
+    simply ``target_tokens`` and nothing needs gathering. ``keep [B, G]`` bool (the acceptance simulator's draws)
+    also rejects the drafts where it is False: a rejected draft is replaced by the target's own token, so the
+    output stays the target's greedy output and only the accept lengths change."""
+    match = draft_tokens == target_tokens[:, :-1]
+    n = _accepted_prefix_len(match if keep is None else match & keep)
     return target_tokens.to(torch.int64), n + 1
 
 

@@ -41,8 +41,8 @@ from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 
 from sgl_spec.kernels.argmax_rows import argmax_rows
 from sgl_spec.pages import policies as pagetable
-from sgl_spec.speculative import (accept, auto_off as autooff, draft_graph, draft_layers, penalties, phase_timer,
-                                  sampling, war_release)
+from sgl_spec.speculative import (accept, auto_off as autooff, draft_graph, draft_layers, draft_weights, penalties,
+                                  phase_timer, sampling, war_release)
 from sgl_spec.config import get_config
 from sgl_spec.patches import sglang
 from sgl_spec.speculative.spec_info import QuantSpecDraftInput, QuantSpecDraftStep, QuantSpecVerifyInput
@@ -100,6 +100,14 @@ class QuantSpecWorker(BaseSpecWorker):
         self._auto = None  # speculate or take a plain step, per batch (sgl_spec/speculative/auto_off.py), built on the first decode
         self._draft_graphs = None  # sgl_spec/speculative/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
         self._fused_draft = False  # drafts run sgl_spec/speculative/draft_layers.py's fused layers (set in init_cuda_graphs)
+        # drafts read the 4-bit copy of the linear weights (sgl_spec/speculative/draft_weights.py), built while
+        # SGLang sized the KV pool, before this worker
+        self._int4_draft = draft_weights.has_copy(getattr(self.model_runner, "model", None))
+        self._simulate = accept.simulated_alpha()  # SGL_SPEC_SIMULATE_ACCEPT (benchmarking)
+        if self._simulate is not None:
+            logger.warning("%s=%s (benchmarking knob): greedy drafts are kept with probability %s - acceptance and "
+                           "speed are simulated, the output is still the target's", accept.SIMULATE_ENV,
+                           self._simulate, self._simulate)
         self._verified = None  # [req slots] bool (device): a verify chose the slot's draft pages since its prefill
         self._timer = phase_timer.from_env(self.device)  # SGL_SPEC_TIMING (debugging)
         self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
@@ -119,7 +127,8 @@ class QuantSpecWorker(BaseSpecWorker):
         if self._pages is None and hasattr(backend, "draft_mode"):
             self._pages = pagetable.draft_pages(backend)
         cfg = get_config(self.server_args)
-        self._fused_draft = draft_layers.resolve(self.model_runner.model, bool(cfg and cfg.fused_draft))
+        self._fused_draft = draft_layers.resolve(self.model_runner.model, bool(cfg and cfg.fused_draft),
+                                                 int4_weights=self._int4_draft)
         self._draft_graphs = draft_graph.capture(self.model_runner, self._pages, fused_layers=self._fused_draft)
         if self._draft_graphs is not None:
             self._additional_graph_memory_usage["draft_decode"] = self._draft_graphs.memory_usage_gb
@@ -232,9 +241,10 @@ class QuantSpecWorker(BaseSpecWorker):
         return_logprob = batch.return_logprob
         batch.return_logprob = False  # draft logits are internal; logprobs come from the verify rows
         graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
-        # eager draft forwards (no graph for this batch) run the same fused layers as the captured graphs
+        # eager draft forwards (no graph for this batch) run the same layers and weights as the captured graphs
         fused = draft_layers.fused(self.model_runner.model) if self._fused_draft else contextlib.nullcontext()
-        with self._draft_scope(batch, seq0, has_pages), graphs, fused:
+        int4 = draft_weights.int4(self.model_runner.model) if self._int4_draft else contextlib.nullcontext()
+        with self._draft_scope(batch, seq0, has_pages), graphs, fused, int4:
             if timer is not None:
                 timer.mark("pages")
             replayed = None  # the draft graph runner once step 0 replayed one of its graphs
@@ -282,7 +292,7 @@ class QuantSpecWorker(BaseSpecWorker):
 
         # ---- 3. accept ----
         V = logits.shape[-1]
-        tokens, accept_lens = accept.accept(drafts, logits.view(bs, G + 1, V), params, draft_probs)
+        tokens, accept_lens = accept.accept(drafts, logits.view(bs, G + 1, V), params, draft_probs, self._simulate)
         new_seq_lens = seq0 + accept_lens.to(seq0.dtype)
         if orch is not None:  # the penalizers see every accepted token (the scheduler feeds only the last one)
             penalties.cumulate_accepted(orch, tokens, accept_lens)

@@ -246,3 +246,21 @@ def test_smoke_run_end_to_end(tmp_path):
         assert 1.0 <= spec["accept_length"] <= 3.0 and spec["gamma"] == 2
         assert spec["kv_bytes_per_token"] == pytest.approx(spec["kv_bytes_per_token_log"])  # 152 B: formula == pool
         assert rows[("bf16", b)]["kv_bytes_per_token"] == 2 * 2 * 2 * 16 * 4  # fp32 on CPU
+
+
+def test_simulated_acceptance_rows_and_env_name():
+    """--simulate-accept: spec rows are kind e2e_sim with alpha_sim and draft_weights; the stock row stays e2e; the
+    environment name is the worker's."""
+    import types
+
+    import bench_e2e
+
+    from sgl_spec.speculative.accept import SIMULATE_ENV
+
+    assert bench_e2e.SIMULATE_ENV == SIMULATE_ENV
+    a = types.SimpleNamespace(gen=8, temperature=0.0, shared_prefix=False, simulate_accept=0.9,
+                              extra="--quantspec-draft-weights int4")
+    spec = bench_e2e._row_base(a, "H200", "llama3-8b-dummy", "spec-auto", 12, 32768, 1)
+    stock = bench_e2e._row_base(a, "H200", "llama3-8b-dummy", "bf16", 0, 32768, 1)
+    assert (spec["kind"], spec["alpha_sim"], spec["draft_weights"]) == ("e2e_sim", 0.9, "int4")
+    assert (stock["kind"], stock["alpha_sim"], stock["draft_weights"]) == ("e2e", None, None)

@@ -8,7 +8,9 @@ Families and what each adds over the tiny Llama of test_quantspec_server.py:
 * ``llama3-rope-g5``: Llama-3.1's "llama3" rope scaling (the rope frequencies SGLang's default test model uses);
   group 5 (Qwen3-32B's 64/8 is 8, Qwen2.5-7B's 28/4 is 7, Qwen2.5-1.5B's 12/2 is 6, Qwen3-14B's 40/8 is 5);
 * ``llama-d64-g3``: head_dim 64 and group 3 (SmolLM2-135M, Llama-3.2-3B's 24/8);
-* ``llama-g1``: one query head per KV head (multi-head attention, no GQA).
+* ``llama-g1``: one query head per KV head (multi-head attention, no GQA);
+* ``llama-int4-drafts``: drafts with the 4-bit copy of the linear weights (``--quantspec-draft-weights int4``,
+  sgl_spec/speculative/draft_weights.py; the pure-torch GEMM on the CPU), the verify with the checkpoint's.
 
 For each, with γ and the page budget at their defaults for that group (page size 32, speculating every step,
 sparse drafts so top-k page selection runs):
@@ -19,6 +21,7 @@ sparse drafts so top-k page selection runs):
 * 7 concurrent requests give the one-at-a-time outputs.
 """
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
@@ -42,7 +45,12 @@ FAMILIES = {
     "llama3-rope-g5": dict(family="llama", num_heads=10, num_kv_heads=2, head_dim=16, hidden_size=80, rope_parameters=LLAMA3_ROPE),
     "llama-d64-g3": dict(family="llama", num_heads=3, num_kv_heads=1, head_dim=64, hidden_size=96),
     "llama-g1": dict(family="llama", num_heads=2, num_kv_heads=2, head_dim=16),
+    # K of every projection a multiple of the 4-bit group (128)
+    "llama-int4-drafts": dict(family="llama", num_heads=4, num_kv_heads=2, head_dim=32, hidden_size=128,
+                              intermediate_size=256),
 }
+EXTRA_SPEC_ARGS = {"llama-int4-drafts": ["--quantspec-draft-weights", "int4"]}
+LOG_MUST_SAY = {"llama-int4-drafts": "4-bit draft weights (torch GEMM) for 8 linear layers"}
 
 
 def _ids(n, seed):
@@ -71,11 +79,13 @@ def family(request, tmp_path_factory):
     model = make_tiny_model(tmp_path_factory.mktemp(name), **FAMILIES[name])
     with launch_server(model, INT8_ARGS + ["--disable-radix-cache"]) as srv:
         int8 = [_gen(srv, p)["output_ids"] for p in PROMPTS]
-    with launch_server(model, SPEC_ARGS) as srv:
+    with launch_server(model, SPEC_ARGS + EXTRA_SPEC_ARGS.get(name, [])) as srv:
         seq = [_gen(srv, p) for p in PROMPTS]
         srv.flush_cache()
         with ThreadPoolExecutor(7) as ex:
             batched = list(ex.map(lambda p: _gen(srv, p)["output_ids"], PROMPTS[:RADIX] + PROMPTS[:2]))
+        log = Path(srv.log_path).read_text()
+    assert LOG_MUST_SAY.get(name, "quantspec speculative decoding") in log, log[-3000:]
     return name, model, int8, seq, batched
 
 

@@ -227,3 +227,25 @@ def test_mixed_batch_per_request_temperature_and_greedy_rows():
     prev = torch.cat([torch.zeros(n_each, 1, dtype=torch.int64), out[:n_each, :-1]], 1)
     top3 = Lp[prev].topk(3, dim=-1).indices
     assert (top3 == out[:n_each, :, None]).any(-1).all()
+
+
+def test_acceptance_simulator_keeps_the_greedy_output_and_sets_acceptance(monkeypatch):
+    """SGL_SPEC_SIMULATE_ACCEPT (accept.py): drafts that all match are kept i.i.d. with probability α, so the
+    accepted prefix of γ drafts has mean (α - α^(γ+1)) / (1 - α); the emitted tokens stay the target's argmax."""
+    from sgl_spec.speculative import accept
+
+    monkeypatch.setenv(accept.SIMULATE_ENV, "0.8")
+    alpha = accept.simulated_alpha()
+    assert alpha == 0.8
+    torch.manual_seed(0)
+    B, G, V = 4000, 6, 11
+    logits = torch.randn(B, G + 1, V)
+    drafts = logits[:, :-1].argmax(-1)  # the target accepts every draft
+    tokens, lens = accept.accept(drafts, logits, None, simulate=alpha)
+    assert torch.equal(tokens, logits.argmax(-1))
+    want = (alpha - alpha ** (G + 1)) / (1 - alpha)
+    assert abs(float((lens - 1).float().mean()) - want) < 0.05  # sd of the mean ~0.03 at 4000 rows
+    assert torch.equal(accept.accept(drafts, logits, None)[1], torch.full((B,), G + 1))  # off: all accepted
+    monkeypatch.setenv(accept.SIMULATE_ENV, "1.5")
+    with pytest.raises(ValueError, match="must be in"):
+        accept.simulated_alpha()
