@@ -69,3 +69,38 @@ def test_marlin_engine_matches_twin(M, N, K):
     want = w4.w4a16_linear(x.float(), twin)
     assert got.dtype == torch.bfloat16 and not torch.isnan(got).any()
     torch.testing.assert_close(got.float(), want, atol=2e-2 * float(want.abs().max()), rtol=2e-2)
+
+
+# ---- Triton engine (triton.py): against the twin under the interpreter (small shapes), compiled on the GPU ------
+@pytest.mark.interp
+@pytest.mark.parametrize("M,N,K,bias", [(1, 64, 128, False), (3, 100, 256, True), (17, 64, 384, False)])
+def test_triton_engine_matches_twin(M, N, K, bias):
+    """fp16 operands (the kernel dequantizes to x's dtype), fp32 accumulation: 1e-2 relative to the output scale."""
+    from sgl_spec.kernels.w4a16_linear import triton as wt
+
+    g = torch.Generator().manual_seed(M * N)
+    w = torch.randn(N, K, generator=g) * 0.05
+    q, s = ref.quantize(w.half())
+    x = torch.randn(M, K, generator=g).half()
+    b = torch.randn(N, generator=g).half() if bias else None
+    out = torch.full((M, N), float("nan"), dtype=torch.float16)
+    got = wt.w4a16_linear(x, q, s, b, out=out)
+    assert got is out and not torch.isnan(got).any()
+    want = ref.w4a16_linear(x.float(), q, s, None if b is None else b.float())
+    torch.testing.assert_close(got.float(), want, atol=1e-2 * float(want.abs().max()), rtol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M", [1, 8, 33, 64])
+@pytest.mark.parametrize("N,K", [(4096, 4096), (6144, 4096), (1024, 14336), (100, 256)])
+def test_triton_engine_matches_twin_on_gpu(M, N, K):
+    from sgl_spec.kernels.w4a16_linear import triton as wt
+
+    g = torch.Generator(device="cuda").manual_seed(M)
+    w = (torch.randn(N, K, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
+    x = torch.randn(M, K, generator=g, device="cuda").to(torch.bfloat16)
+    q, s = ref.quantize(w)
+    got = wt.w4a16_linear(x, q, s, out=torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda"))
+    want = ref.w4a16_linear(x.float(), q, s)
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want, atol=2e-2 * float(want.abs().max()), rtol=2e-2)
