@@ -134,6 +134,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         self.verify_engine = self._resolve_verify_engine(model_runner, pool)
         self._group = self._head_group(model_runner, pool) or 1
         self.prefill_engine = prefill_engine(self.device, self.batch_invariant)
+        logger.info("quantspec prefill attention: %s", self.prefill_engine)
 
     def _head_group(self, model_runner, pool) -> int:
         mc = getattr(model_runner, "model_config", None)

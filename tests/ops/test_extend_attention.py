@@ -142,19 +142,44 @@ def test_fa3_engine_layout_and_merge_match_reference(case):
     torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
 
 
-def test_paged_plan_segments_never_leave_their_page():
+def test_paged_plan_splits_the_view_into_disjoint_parts():
+    """Part A (INT8 keys at least a page behind, one causal segment a request) and part B (the last two pages,
+    window P) together give each row exactly the view: INT8 keys of the pages before its own, own page up to it."""
     starts, lens, P = [5, 0, 130, 64], [200, 64, 3, 0], 32
     pt = torch.arange(4 * 12, dtype=torch.int32).reshape(4, 12)
     plan = paged_plan(starts, lens, pt, P)
-    cu = plan.cu_q.tolist()
-    assert cu[-1] == sum(lens) and plan.max_q <= P
+    T = sum(lens)
+    assert plan.cu_q.tolist() == [0, 200, 264, 267, 267] and plan.a_len.tolist() == [205 - P, 64 - P, 133 - P, 0]
+    assert plan.n8 == (204 // 32) + (63 // 32) + (132 // 32)
+    assert plan.a_table[0, :6].tolist() == list(range(6)) and plan.a_table[1, 0].item() == 6
+    b_cu, k_cu = plan.b_cu_q.tolist(), plan.b_cu_k.tolist()
     pos = [s + i for s, n in zip(starts, lens) for i in range(n)]
-    for a, b in zip(cu, cu[1:]):
-        assert b > a and pos[a] // P == pos[b - 1] // P  # one page a segment
-    assert plan.prefix_len.tolist()[:2] == [0, 32]  # request 0: page 0 (no INT8 page), then page 1 reads page 0
-    assert plan.n8 == (204 // 32) + (63 // 32) + (132 // 32) and plan.has_prefix.numel() == sum(lens)
-    own = plan.cu_k.tolist()
-    assert own[1] - own[0] == 32 - 0 and plan.own_idx[:5].tolist() == [sum(lens) + i for i in range(5)]  # prev rows
+    req = [b for b, n in enumerate(lens) for _ in range(n)]
+    # key of buffer row -> (kind, request-relative position): own rows from [k ; prev_k], INT8 rows from the copy
+    key = {}
+    own_src = plan.b_own_src.tolist()
+    for p_, src in zip(plan.b_own_pos.tolist(), own_src):
+        key[p_] = ("fp", pos[src] if src < T else None, src)
+    base = [0, 204 // 32, 204 // 32 + 63 // 32]
+    for p_, src in zip(plan.b_int8_pos.tolist(), plan.b_int8_src.tolist()):
+        key[p_] = ("int8", src // P, src % P)
+    assert sorted(key) == list(range(plan.b_keys))
+    for a, b in zip(b_cu, b_cu[1:]):
+        assert b > a and pos[a] // P == pos[b - 1] // P and b - a <= P  # one page a segment
+    for si, (a, b) in enumerate(zip(b_cu, b_cu[1:])):
+        seg_keys = [key[x] for x in range(k_cu[si], k_cu[si + 1])]
+        r_, j = req[a], pos[a] // P
+        for row in range(a, b):
+            t = pos[row]
+            lk, lq = len(seg_keys), b - a
+            diag = row - a + lk - lq
+            seen = seg_keys[max(0, diag - (P - 1)):diag + 1]  # causal, window P
+            part_a = set(range(max(0, t - P + 1)))  # INT8 positions 0 … t-P (request-relative)
+            int8_b = {(pg - base[r_]) * P + off for kind, pg, off in seen if kind == "int8"}
+            assert all(kind == "fp" for kind, *_ in seen[len(int8_b):])
+            assert part_a.isdisjoint(int8_b) and part_a | int8_b == set(range(j * P))  # the INT8 pages before
+            fp = [x for kind, x, _ in seen if kind == "fp"]
+            assert len(fp) == t - j * P + 1  # own page up to the row
 
 
 @pytest.mark.gpu

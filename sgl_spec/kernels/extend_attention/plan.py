@@ -47,62 +47,84 @@ def extend_plan(starts, lens, group: int, page_size: int, device, head_dim: int 
 
 @dataclass(frozen=True)
 class PagedPlan:
-    """The FA3 engine's layout (fa3.py): the new tokens cut into segments that never leave their page, in row order.
+    """The FA3 engine's layout (fa3.py). A query at position t of page j = t // P reads the INT8 view of pages
+    0 … j-1 and its own page in full precision up to t. That view is split in two causal attentions:
 
-    A segment's queries read (1) the INT8 view of the request's pages before the segment's page - rows of a
-    transient fp16 copy of the pages, dequantized once per layer, listed per segment in ``prefix_table`` - and (2)
-    the segment's own page in full precision, causal: the key rows ``own_idx`` picks from ``[k ; prev_k]``."""
-    cu_q: torch.Tensor  # [S+1] int32: first row of each segment
-    prefix_len: torch.Tensor  # [S] int32: INT8-view keys of each segment (its page index × P)
-    prefix_table: torch.Tensor  # [S, max(1, most pages)] int32: the transient copy's page of each of those keys' pages
-    has_prefix: torch.Tensor  # [T] bool: rows whose segment has INT8-view keys
-    dq_pages: torch.Tensor  # [N8] int64: physical page of each transient page (requests one after another)
-    own_idx: torch.Tensor  # [K2] int64: own-page key rows in [k (T rows) ; prev_k (B*P rows)], segment by segment
-    cu_k: torch.Tensor  # [S+1] int32: first own-page key of each segment
-    max_q: int  # rows of the longest segment
-    max_k: int  # own-page keys of the longest segment
-    n8: int  # transient pages
+    * part A, one segment per request: the INT8 keys at least one page behind the query (positions ≤ t - P), from
+      the transient fp16 copy of the request's pages as FA3's paged cache (``a_table``, ``a_len``: causal aligned
+      to the bottom right, so the request's row for position t sees exactly its first t - P + 1 keys);
+    * part B, one segment per (request, page its new tokens touch): the keys of the last two pages, [INT8 view of
+      page j-1 ; own page in full precision], causal with a window of P keys (a query at page offset r sees page
+      j-1's offsets r+1 … P-1 and its own offsets 0 … r), gathered into one buffer: ``b_own_pos`` ← rows
+      ``b_own_src`` of [k (T rows) ; prev_k (B*P rows)], ``b_int8_pos`` ← rows ``b_int8_src`` of the copy.
+
+    A and B never share a key and together are the view; their results merge by log-sum-exp."""
+    cu_q: torch.Tensor  # [B+1] int32: first row of each request
+    a_len: torch.Tensor  # [B] int32: part A keys of each request (its last position - P + 1, at least 0)
+    a_table: torch.Tensor  # [B, max(1, most pages)] int32: the copy's page of each of the request's INT8 pages
+    dq_pages: torch.Tensor  # [N8] int64: physical page of each page of the copy (requests one after another)
+    b_cu_q: torch.Tensor  # [S+1] int32: first row of each part B segment
+    b_cu_k: torch.Tensor  # [S+1] int32: first key of each part B segment in the gathered buffer
+    b_own_pos: torch.Tensor  # [K_own] int64
+    b_own_src: torch.Tensor  # [K_own] int64
+    b_int8_pos: torch.Tensor  # [K_int8] int64
+    b_int8_src: torch.Tensor  # [K_int8] int64: rows of the copy viewed as [N8 * P, Hkv, D]
+    max_q: int  # rows of the longest request
+    max_a: int  # part A keys of the longest
+    b_max_q: int  # rows of the longest part B segment (≤ P)
+    b_max_k: int  # keys of the longest part B segment (≤ 2P)
+    n8: int  # pages of the copy
+    b_keys: int  # keys of the gathered part B buffer
 
 
 def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedPlan:
-    """Segments of every request's new positions ``start … start+len-1`` cut at page boundaries; ``page_table``
-    [B, ≥ pages] (device) maps logical to physical pages."""
+    """The layout of every request's new positions ``start … start+len-1``; ``page_table`` [B, ≥ pages] (device)
+    maps logical to physical pages."""
     P, dev, T = page_size, page_table.device, sum(lens)
-    cu_q, cu_k, prefix_len, seg_base, own, dq_b, dq_j = [0], [0], [], [], [], [], []
-    seg_rows, seg_prefix = [], []
-    row, n8 = 0, 0
+    cu_q, a_len, bases, dq_b, dq_j = [0], [], [], [], []
+    b_cu_q, b_cu_k, own_pos, own_src, i8_pos, i8_src, seg_rows = [0], [0], [], [], [], [], []
+    row, n8, key = 0, 0, 0
     for b, (s, n) in enumerate(zip(starts, lens)):
         e = s + n
         need = (e - 1) // P if n else 0  # INT8 pages the request's last query reads
+        cu_q.append(row + n)
+        a_len.append(max(e - P, 0) if n else 0)
+        bases.append((n8, need))
         dq_b += [b] * need
         dq_j += range(need)
         t = s
         while t < e:
             j = t // P
             t1 = min(e, (j + 1) * P)
-            cu_q.append(row + t1 - s)
-            seg_rows.append(t1 - t)
-            seg_prefix.append(j > 0)
-            prefix_len.append(j * P)
-            seg_base.append(n8)  # the request's transient pages n8 … n8+j-1 are its logical pages 0 … j-1
+            if j > 0:  # page j-1's INT8 view: rows (n8 + j-1) * P … of the copy
+                i8_pos.append(torch.arange(key, key + P))
+                i8_src.append(torch.arange((n8 + j - 1) * P, (n8 + j) * P))
+                key += P
             if t > j * P:  # own page positions j*P … t-1: the ring copy of request b, rows T + b*P + offset
-                own.append(torch.arange(T + b * P, T + b * P + t - j * P))
-            own.append(torch.arange(row + t - s, row + t1 - s))
-            cu_k.append(cu_k[-1] + t1 - j * P)
+                own_pos.append(torch.arange(key, key + t - j * P))
+                own_src.append(torch.arange(T + b * P, T + b * P + t - j * P))
+                key += t - j * P
+            own_pos.append(torch.arange(key, key + t1 - t))
+            own_src.append(torch.arange(row + t - s, row + t1 - s))
+            key += t1 - t
+            b_cu_q.append(b_cu_q[-1] + t1 - t)
+            b_cu_k.append(key)
+            seg_rows.append(t1 - t)
             t = t1
         row += n
         n8 += need
-    pages = torch.tensor(prefix_len, dtype=torch.int32) // P
-    col = torch.arange(max(1, int(pages.max()) if len(prefix_len) else 1), dtype=torch.int32)
-    table = torch.where(col[None] < pages[:, None], torch.tensor(seg_base, dtype=torch.int32)[:, None] + col[None], 0)
-    has_prefix = torch.repeat_interleave(torch.tensor(seg_prefix, dtype=torch.bool),
-                                         torch.tensor(seg_rows, dtype=torch.long), output_size=T)
+    width = max([1] + [need for _, need in bases])
+    col = torch.arange(width, dtype=torch.int32)
+    base = torch.tensor([x for x, _ in bases] or [0], dtype=torch.int32)[:len(bases)]
+    npg = torch.tensor([x for _, x in bases] or [0], dtype=torch.int32)[:len(bases)]
+    table = torch.where(col[None] < npg[:, None], base[:, None] + col[None], 0)
     idx = lambda x: torch.tensor(x, dtype=torch.long, device=dev)  # noqa: E731
     dq = page_table[idx(dq_b), idx(dq_j)].long() if dq_b else torch.zeros(0, dtype=torch.long, device=dev)
     to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
+    cat = lambda xs: to(torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long))  # noqa: E731
+    i32 = lambda x: to(torch.tensor(x, dtype=torch.int32))  # noqa: E731
     return PagedPlan(
-        cu_q=to(torch.tensor(cu_q, dtype=torch.int32)), prefix_len=to(torch.tensor(prefix_len, dtype=torch.int32)),
-        prefix_table=to(table), has_prefix=to(has_prefix), dq_pages=dq,
-        own_idx=to(torch.cat(own) if own else torch.zeros(0, dtype=torch.long)),
-        cu_k=to(torch.tensor(cu_k, dtype=torch.int32)), max_q=max(seg_rows, default=0),
-        max_k=max((b - a for a, b in zip(cu_k, cu_k[1:])), default=0), n8=n8)
+        cu_q=i32(cu_q), a_len=i32(a_len), a_table=to(table), dq_pages=dq, b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k),
+        b_own_pos=cat(own_pos), b_own_src=cat(own_src), b_int8_pos=cat(i8_pos), b_int8_src=cat(i8_src),
+        max_q=max(lens, default=0), max_a=max(a_len, default=0), b_max_q=max(seg_rows, default=0),
+        b_max_k=max((y - x for x, y in zip(b_cu_k, b_cu_k[1:])), default=0), n8=n8, b_keys=key)
