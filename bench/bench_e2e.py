@@ -51,14 +51,14 @@ TAIL = 64  # --shared-prefix: distinct last tokens per request (a whole page at 
 def parse_args(argv=None):
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="NAME=PATH (real weights) or a built-in dummy: llama3-8b-dummy, tiny-dummy "
+    ap.add_argument("--model", help="NAME=PATH (real weights) or a built-in dummy: llama3-8b-dummy, qwen3-8b-dummy, tiny-dummy "
                                     "(default pycode-30m=../shared/models/pycode-30m)")
     ap.add_argument("--modes", help=",".join(e2e_server.MODES) + " (default bf16,int8,spec-dense,spec-topk; "
                                     "--smoke: bf16,spec-topk)")
     ap.add_argument("--gammas", help="γ list for the spec modes, or 'auto' (default 4; --smoke: 2)")
-    ap.add_argument("--ctx", type=ints, help="prompt lengths (default 4096,8192,15360; 8B dummy 32768,65536)")
-    ap.add_argument("--batch", type=ints, help="concurrent requests (default 1,8,32,64,128; 8B dummy 1,4,8)")
-    ap.add_argument("--gen", type=int, help="new tokens per request (default 512; 8B dummy 256)")
+    ap.add_argument("--ctx", type=ints, help="prompt lengths (default 4096,8192,15360; 8B dummies 32768,65536)")
+    ap.add_argument("--batch", type=ints, help="concurrent requests (default 1,8,32,64,128; 8B dummies 1,4,8)")
+    ap.add_argument("--gen", type=int, help="new tokens per request (default 512; 8B dummies 256)")
     ap.add_argument("--skip", type=int, default=8, help="decode tokens per request before the window opens")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--shared-prefix", action="store_true",
@@ -66,8 +66,11 @@ def parse_args(argv=None):
                          "prefill once per configuration instead of per request, for long-context step costs; "
                          "attention still reads every page per request, but L2 may serve shared pages (optimistic)")
     ap.add_argument("--mem-fraction", type=float, default=0.85)
-    ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummy 8192)")
+    ap.add_argument("--chunk", type=int, help="chunked prefill size (default 16384; 8B dummies 8192)")
     ap.add_argument("--extra", default="", help="more server arguments, one shell-quoted string")
+    ap.add_argument("--spec-extra", default="", help=(
+        "more arguments for the quantspec servers only (e.g. '--quantspec-draft-weights model'; stock SGLang "
+        "refuses them), one shell-quoted string"))
     ap.add_argument("--simulate-accept", type=float, default=None, help=(
         "random-weight models: keep each greedy draft with this probability (SGL_SPEC_SIMULATE_ACCEPT in the "
         "servers' environment); rows record it as alpha_sim and kind e2e_sim"))
@@ -91,7 +94,7 @@ def parse_args(argv=None):
     if bad:
         ap.error(f"unknown --modes {sorted(bad)}")
     a.device = "cpu" if a.smoke else "cuda"
-    big = bool(a.model and a.model.startswith("llama3-8b"))
+    big = a.model in ("llama3-8b-dummy", "qwen3-8b-dummy")
     if a.smoke:
         a.ctx, a.batch, a.gen = a.ctx or [96, 200], a.batch or [1, 3], a.gen or 24
         a.skip = min(a.skip, 2)
@@ -142,6 +145,7 @@ class Clock:
 
 
 SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py's (this client runs without sgl_spec)
+PREFILL_ENV = "SGL_SPEC_PREFILL"  # sgl_spec/kernels/engine.py's: the EXTEND attention engine, passed to the servers
 
 
 def _row_base(a, device, model, mode, gamma, ctx, b):
@@ -149,8 +153,10 @@ def _row_base(a, device, model, mode, gamma, ctx, b):
     return {"kind": "e2e_sim" if sim else "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma,
             "ctx": ctx, "batch": b, "gen": a.gen, "temperature": a.temperature, "shared_prefix": a.shared_prefix,
             "alpha_sim": a.simulate_accept if sim else None,
-            "draft_weights": _flag(shlex.split(a.extra), "--quantspec-draft-weights", "auto")
-            if e2e_server.MODES[mode]["spec"] else None}
+            "draft_weights": _flag(shlex.split(a.extra) + shlex.split(a.spec_extra), "--quantspec-draft-weights",
+                                   "auto")
+            if e2e_server.MODES[mode]["spec"] else None,
+            "prefill_engine": os.environ.get(PREFILL_ENV, "default") if mode != "bf16" else None}
 
 
 def _flag(args: list, name: str, default):
@@ -168,7 +174,8 @@ def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[
     else:
         args = e2e_server.gpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
                                    chunk=a.chunk, mem_fraction=mem_fraction)
-    return args + e2e_server.mode_args(mode, gamma) + shlex.split(a.extra)
+    spec_extra = shlex.split(a.spec_extra) if e2e_server.MODES[mode]["quant"] else []
+    return args + e2e_server.mode_args(mode, gamma) + shlex.split(a.extra) + spec_extra
 
 
 def common_fields(a, ctx_info, srv, mode, args) -> dict:

@@ -142,7 +142,11 @@ def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> di
     if any(s is None for s in starts):
         return {"status": "no_window", "reason": f"a request produced fewer than {1 + skip} tokens"}
     t0, t1 = max(starts), min(t["events"][-1][0] for t in traces)
-    out = {"prefill_done_s": max(_time_of_token(t["events"], 1) for t in traces) - min(t["t_send"] for t in traces)}
+    sent = min(t["t_send"] for t in traces)
+    # prefill_done_s: the last first token (every prefill done); cell_s: the whole cell, prefill and every new token
+    out = {"prefill_done_s": max(_time_of_token(t["events"], 1) for t in traces) - sent,
+           "ttft_p50_s": _quantile([_time_of_token(t["events"], 1) - t["t_send"] for t in traces], 0.5),
+           "cell_s": max(t["events"][-1][0] for t in traces) - sent}
     if t1 <= t0:
         return {**out, "status": "no_window",
                 "reason": "the first request finished before the last one was decoding (raise --gen)"}

@@ -32,7 +32,9 @@ except ImportError:  # not installed: the repo itself (appended, so PyPI's `kern
     sys.path.append(str(REPO))
     import sgl_spec.speculative.cost_model as cm
 
-KEY = ("device", "model", "mode", "gamma", "ctx", "batch", "shared_prefix")
+# a row per server configuration: simulated acceptance, draft weights and prefill engine are part of it
+KEY = ("device", "model", "mode", "gamma", "ctx", "batch", "shared_prefix", "alpha_sim", "draft_weights",
+       "prefill_engine")
 CELL = ("device", "model", "ctx", "batch", "shared_prefix")  # rows of one cell compare with each other
 # spec-auto mixes rounds and plain steps: no step kind, never fitted
 KIND = {"bf16": "ar_bf16", "int8": "ar_int8", "spec-dense": "round", "spec-topk": "round", "spec-auto": None}

@@ -53,10 +53,17 @@ LLAMA3_8B = {  # Llama-3-8B's shape; max positions raised so 64k contexts fit (r
     "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 128000, "eos_token_id": 128001,
     "torch_dtype": "bfloat16", "attention_bias": False, "mlp_bias": False,
 }
+QWEN3_8B = {  # Qwen3-8B's shape (per-head qk-norm, 36 layers, group 4); max positions raised as above
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
+    "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+    "vocab_size": 151936, "max_position_embeddings": 131072, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+    "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 151643, "eos_token_id": 151645,
+    "torch_dtype": "bfloat16", "attention_bias": False,
+}
 TINY_DUMMY = {**LLAMA3_8B, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 8192,
               "max_position_embeddings": 2048, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float32"}
-BUILTIN_DUMMY = {"llama3-8b-dummy": LLAMA3_8B, "tiny-dummy": TINY_DUMMY}
+BUILTIN_DUMMY = {"llama3-8b-dummy": LLAMA3_8B, "qwen3-8b-dummy": QWEN3_8B, "tiny-dummy": TINY_DUMMY}
 
 
 def write_dummy_model(name: str, out_dir) -> Path:

@@ -258,9 +258,11 @@ def test_simulated_acceptance_rows_and_env_name():
     from sgl_spec.speculative.accept import SIMULATE_ENV
 
     assert bench_e2e.SIMULATE_ENV == SIMULATE_ENV
-    a = types.SimpleNamespace(gen=8, temperature=0.0, shared_prefix=False, simulate_accept=0.9,
-                              extra="--quantspec-draft-weights int4")
+    a = types.SimpleNamespace(gen=8, temperature=0.0, shared_prefix=False, simulate_accept=0.9, extra="",
+                              spec_extra="--quantspec-draft-weights int4")
     spec = bench_e2e._row_base(a, "H200", "llama3-8b-dummy", "spec-auto", 12, 32768, 1)
     stock = bench_e2e._row_base(a, "H200", "llama3-8b-dummy", "bf16", 0, 32768, 1)
     assert (spec["kind"], spec["alpha_sim"], spec["draft_weights"]) == ("e2e_sim", 0.9, "int4")
     assert (stock["kind"], stock["alpha_sim"], stock["draft_weights"]) == ("e2e", None, None)
+    # a server configuration is a row of its own: int4 and model-weight drafts of one cell do not overwrite each other
+    assert e2e_results.row_key(spec) != e2e_results.row_key({**spec, "draft_weights": "model"})
