@@ -8,16 +8,18 @@ aborted mid-generation by closing the stream or by /abort_request) it must be ba
 also runs with ``SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE=1``: SGLang's own idle-time pool/req-slot invariant
 checks then raise (and the server dies, failing the test) instead of logging a warning.
 """
-import random
-import threading
+import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
 
 from harness import launch_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_load import mixed_jobs, run_job  # noqa: E402  (bench/bench_load.py: the same load on the GPU)
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
 
@@ -40,69 +42,6 @@ def free_tokens(srv, timeout=60):
     return load["max_total_num_tokens"] - load["num_used_tokens"]
 
 
-def _ids(rng, n):
-    return [rng.randrange(1, 8000) for _ in range(n)]
-
-
-def _one(srv, job):
-    kind, payload = job
-    if kind == "plain":
-        r = srv.post("/generate", payload)
-        assert r.status_code == 200, r.text[:300]
-        return r.json()["meta_info"]["finish_reason"]["type"]
-    if kind == "stream":
-        last = None
-        for last in srv.stream("/generate", payload):
-            pass
-        return last["meta_info"]["finish_reason"]["type"]
-    if kind == "drop":  # read two chunks, then close the connection: SGLang aborts the request
-        with requests.post(srv.url + "/generate", json={**payload, "stream": True}, stream=True, timeout=120) as r:
-            assert r.status_code == 200
-            seen = 0
-            for line in r.iter_lines():
-                seen += bool(line)
-                if seen >= 2:
-                    break
-        return "dropped"
-    if kind == "abort":  # abort by rid while it runs (or even before it started: also fine)
-        result = {}
-        t = threading.Thread(target=lambda: result.update(r=srv.post("/generate", payload)))
-        t.start()
-        time.sleep(0.3)
-        assert srv.post("/abort_request", {"rid": payload["rid"]}).status_code == 200
-        t.join(120)
-        assert result["r"].status_code == 200, result["r"].text[:300]
-        return result["r"].json()["meta_info"]["finish_reason"]["type"]
-    raise ValueError(kind)
-
-
-def mixed_jobs(n=200, seed=0):
-    rng = random.Random(seed)
-    bases = [_ids(rng, rng.choice([40, 70, 100])) for _ in range(4)]  # shared prefixes: radix-cache hits
-    jobs = []
-    for i in range(n):
-        if i % 3 == 0:
-            ids = rng.choice(bases) + _ids(rng, rng.randrange(1, 40))
-        else:
-            ids = _ids(rng, rng.choice([1, 5, 31, 32, 33, 63, 64, 65, 90, 130]))
-        sp = {"max_new_tokens": rng.randrange(1, 13), "ignore_eos": True}
-        if i % 2:
-            sp.update(temperature=0.8, top_p=0.9)
-        else:
-            sp.update(temperature=0.0)
-        payload = {"input_ids": ids, "sampling_params": sp}
-        if i % 10 == 3:
-            jobs.append(("drop", {**payload, "sampling_params": {**sp, "max_new_tokens": 400}}))
-        elif i % 10 == 7:
-            jobs.append(("abort", {**payload, "rid": uuid.uuid4().hex,
-                                   "sampling_params": {**sp, "max_new_tokens": 400}}))
-        elif i % 4 == 1:
-            jobs.append(("stream", payload))
-        else:
-            jobs.append(("plain", {**payload, "return_logprob": i % 5 == 0}))
-    return jobs
-
-
 def test_kv_pages_return_to_the_start_value_after_mixed_load(server):
     start = free_tokens(server)
     assert start > 0 and start % P == 0
@@ -121,9 +60,9 @@ def test_kv_pages_return_to_the_start_value_after_mixed_load(server):
             time.sleep(0.05)
         print("(running, used) while a 199-token request runs:", seen[-3:])
         assert seen[-1][1] >= 199 // P * P, seen
-    jobs = mixed_jobs()
+    jobs = mixed_jobs(200, 130, 8000, max_new=12, page=P)
     with ThreadPoolExecutor(8) as ex:
-        ends = list(ex.map(lambda job: _one(server, job), jobs))
+        ends = list(ex.map(lambda job: run_job(server.url, job, timeout=120), jobs))
     kinds = [k for k, _ in jobs]
     assert len(jobs) == 200 and kinds.count("drop") == 20 and kinds.count("abort") == 20
     assert all(e == "length" for k, e in zip(kinds, ends) if k in ("plain", "stream"))
