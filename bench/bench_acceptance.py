@@ -237,6 +237,7 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
     for i, cfg in enumerate(configs):
         got = res[i * len(prompts):(i + 1) * len(prompts)]
         row = dict(cfg, kind="acceptance", model=Path(a.model).name, prompt_set=Path(a.prompts).name,
+                   draft_weights=draft_weights(a.server_arg), device=a.device,
                    min_pages=a.min_pages if cfg["policy"] != "dense" else None,
                    sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
                    max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
@@ -252,6 +253,17 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
                              for p, r in zip(prompts, got)]
         rows.append(row)
     return rows
+
+
+def draft_weights(extra: list) -> str:
+    """The --quantspec-draft-weights a run's servers got (its default: auto)."""
+    flag = "--quantspec-draft-weights"
+    for i, x in enumerate(extra):
+        if x == flag and i + 1 < len(extra):
+            return extra[i + 1]
+        if x.startswith(flag + "="):
+            return x.split("=", 1)[1]
+    return "auto"
 
 
 def describe(row) -> str:
@@ -298,7 +310,8 @@ def agreement(rows) -> dict:
 
 def write(a, info, rows):
     key = lambda r: (r.get("model"), r["policy"], r["ratio"], r["gamma"], r.get("min_pages"), r.get("sink_pages"),  # noqa: E731
-                     r["page_size"], r["max_new_tokens"], r["num_prompts"], tuple(r["prompt_tokens"]))
+                     r["page_size"], r["max_new_tokens"], r["num_prompts"], tuple(r["prompt_tokens"]),
+                     r.get("draft_weights", "auto"), r.get("device", "cuda"))
     old = []
     if a.merge and a.out.exists():
         with contextlib.suppress(ValueError, OSError):  # an unreadable old file: start afresh
