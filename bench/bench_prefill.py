@@ -55,6 +55,19 @@ def case(prefix, chunk, Hq, Hkv, D, P, dev, seed=0):
     return q, k, v, store, torch.arange(npg + 1, dtype=torch.int32, device=dev)
 
 
+SHAPE_NAMES = {(32, 8, 128): "llama3-8b", (4, 2, 128): "pycode-30m"}
+DEFAULT_ENGINE_MS = "sdpa_fp16_ms"  # the server's EXTEND attention without SGL_SPEC_PREFILL (engine.prefill_engine)
+
+
+def summary_fields(row: dict) -> dict:
+    """The row's summary: kind, model_shape, new_tokens, cached_tokens, ms (the server's default engine) and
+    stock_ms (stock SGLang's FA3) beside the per-engine columns."""
+    shape = (row["hq"], row["hkv"], row["head_dim"])
+    return {"kind": "prefill_attention", "model_shape": SHAPE_NAMES.get(shape, "{}:{}:{}".format(*shape)),
+            "new_tokens": row["chunk"], "cached_tokens": row["prefix"], "ms": row.get(DEFAULT_ENGINE_MS),
+            "stock_ms": row.get("stock_fa3_ms"), **row}
+
+
 def timed(fn, dev, reps):
     fn()
     if dev == "cuda":
@@ -168,7 +181,7 @@ def main(argv=None):
                 dst = torch.arange(n_pages, device=dev, dtype=torch.int32) % store.k_upper.shape[0]
                 kq, vq = k[prefix:prefix + n_pages * P], v[prefix:prefix + n_pages * P]
                 row["quantize_ms"] = timed(lambda: quantize_pages(kq, vq, rows_q, dst, store), dev, a.reps)
-                rows.append(row)
+                rows.append(summary_fields(row))
                 f = lambda key: f"{row[key]:8.2f}" if key in row else "       -"  # noqa: E731
                 print(f"shape {Hq}:{Hkv}:{D} prefix {prefix:6d} chunk {chunk:6d} | stock fa3 {f('stock_fa3_ms')} ms | "
                       f"fa3 {f('fa3_ms')} | triton {f('triton_ms')} | torch sdpa {f('sdpa_fp16_ms')} | quantize "

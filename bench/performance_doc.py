@@ -142,13 +142,15 @@ def prefill_section(doc: dict) -> list[str]:
     def x(r, key):
         return f"{_f(r.get(key), '.1f')} ({_f(r[key] / r[stock] if r.get(key) and r.get(stock) else None)})"
 
+    engines = [(k, name) for k, name in (("fa3_ms", "FA3 engine"), ("triton_ms", "Triton engine"),
+                                         ("sdpa_fp16_ms", "torch path")) if any(r.get(k) for r in rows)]
     out += [f"| Hq:Hkv:D | cached prefix | chunk | stock {'FA3' if stock == 'stock_fa3_ms' else 'causal SDPA'} ms | "
-            "FA3 engine ms (×) | Triton engine ms (×) | torch path ms (×) | quantize pages ms |",
-            "|---|---|---|---|---|---|---|---|"]
+            + "".join(f"{name} ms (×) | " for _, name in engines) + "quantize pages ms |",
+            "|---|---|---|---|" + "---|" * len(engines) + "---|"]
     for r in rows:
         out.append(f"| {r.get('hq')}:{r.get('hkv')}:{r.get('head_dim')} | {r['prefix']} | {r['chunk']} | "
-                   f"{_f(r.get(stock), '.1f')} | {x(r, 'fa3_ms')} | {x(r, 'triton_ms')} | {x(r, 'sdpa_fp16_ms')} | "
-                   f"{_f(r.get('quantize_ms'), '.2f')} |")
+                   f"{_f(r.get(stock), '.1f')} | " + "".join(f"{x(r, k)} | " for k, _ in engines)
+                   + f"{_f(r.get('quantize_ms'), '.2f')} |")
     return out + [""]
 
 
