@@ -101,8 +101,8 @@ class QuantSpecWorker(BaseSpecWorker):
         self._draft_graphs = None  # sgl_spec/speculative/draft_graph.py, captured in init_cuda_graphs (None: eager drafts)
         self._fused_draft = False  # drafts run sgl_spec/speculative/draft_layers.py's fused layers (set in init_cuda_graphs)
         # drafts read the 4-bit copy of the linear weights (sgl_spec/speculative/draft_weights.py), built while
-        # SGLang sized the KV pool, before this worker
-        self._int4_draft = draft_weights.has_copy(getattr(self.model_runner, "model", None))
+        # SGLang sizes the KV pool - after this constructor - so it is looked up once the pool exists
+        self._int4_draft = None
         self._simulate = accept.simulated_alpha()  # SGL_SPEC_SIMULATE_ACCEPT (benchmarking)
         if self._simulate is not None:
             logger.warning("%s=%s (benchmarking knob): greedy drafts are kept with probability %s - acceptance and "
@@ -111,6 +111,13 @@ class QuantSpecWorker(BaseSpecWorker):
         self._verified = None  # [req slots] bool (device): a verify chose the slot's draft pages since its prefill
         self._timer = phase_timer.from_env(self.device)  # SGL_SPEC_TIMING (debugging)
         self._profiler = phase_timer.RoundProfiler.from_env()  # SGL_SPEC_PROFILE (debugging)
+
+    def _resolve_int4_draft(self) -> bool:
+        if self._int4_draft is None:
+            self._int4_draft = draft_weights.has_copy(getattr(self.model_runner, "model", None))
+            logger.info("quantspec: draft passes compute with %s", "the 4-bit copy of the linear weights"
+                        if self._int4_draft else "the checkpoint's linear weights")
+        return self._int4_draft
 
     # ---- scheduler plumbing ----------------------------------------------------------------------------------------
     @property
@@ -127,6 +134,7 @@ class QuantSpecWorker(BaseSpecWorker):
         if self._pages is None and hasattr(backend, "draft_mode"):
             self._pages = pagetable.draft_pages(backend)
         cfg = get_config(self.server_args)
+        self._resolve_int4_draft()
         self._fused_draft = draft_layers.resolve(self.model_runner.model, bool(cfg and cfg.fused_draft),
                                                  int4_weights=self._int4_draft)
         self._draft_graphs = draft_graph.capture(self.model_runner, self._pages, fused_layers=self._fused_draft)
@@ -243,7 +251,7 @@ class QuantSpecWorker(BaseSpecWorker):
         graphs = draft_graph.routed(self._draft_graphs, self.model_runner)  # CUDA graphs, or eager drafts
         # eager draft forwards (no graph for this batch) run the same layers and weights as the captured graphs
         fused = draft_layers.fused(self.model_runner.model) if self._fused_draft else contextlib.nullcontext()
-        int4 = draft_weights.int4(self.model_runner.model) if self._int4_draft else contextlib.nullcontext()
+        int4 = draft_weights.int4(self.model_runner.model) if self._resolve_int4_draft() else contextlib.nullcontext()
         with self._draft_scope(batch, seq0, has_pages), graphs, fused, int4:
             if timer is not None:
                 timer.mark("pages")

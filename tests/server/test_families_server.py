@@ -123,3 +123,19 @@ def test_concurrent_requests_equal_one_at_a_time(family):
     want = [r["output_ids"] for r in seq[:RADIX] + seq[:2]]
     diff = [i for i, (a, b) in enumerate(zip(batched, want)) if a != b]
     assert not diff, f"{name}: concurrent outputs differ from one-at-a-time at request indices {diff}"
+
+
+def test_int4_drafts_really_draft_with_the_4bit_copy(tmp_path):
+    """The 4-bit copy changes what drafts propose (the server must use it, not only build it): on random weights
+    (near-flat logits) the accepted-draft histograms of 4-bit-weight drafts differ from those of the checkpoint's
+    weights, and the log says which weights the drafts compute with; the output stays the INT8 mode's either way
+    (the tests above)."""
+    model = make_tiny_model(tmp_path, **FAMILIES["llama-int4-drafts"])
+    hist, logs = {}, {}
+    for weights in ("model", "int4"):
+        with launch_server(model, SPEC_ARGS + ["--quantspec-draft-weights", weights]) as srv:
+            hist[weights] = [_gen(srv, p)["meta_info"]["spec_correct_drafts_histogram"] for p in PROMPTS[:RADIX]]
+            logs[weights] = Path(srv.log_path).read_text()
+    assert "draft passes compute with the 4-bit copy of the linear weights" in logs["int4"]
+    assert "draft passes compute with the checkpoint's linear weights" in logs["model"]
+    assert hist["int4"] != hist["model"], hist
