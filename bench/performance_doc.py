@@ -134,6 +134,30 @@ def acceptance_section(doc: dict) -> list[str]:
     return out + [""] + _figure("acceptance.png", "acceptance vs γ per draft policy")
 
 
+def draft_weights_section(doc: dict) -> list[str]:
+    """Acceptance with 4-bit draft weights beside the checkpoint's (same prompts, policy and γ)."""
+    rows = [r for r in doc.get("rows", []) if r.get("alpha") is not None]
+    out = ["## Acceptance with 4-bit draft weights", "",
+           "Drafts through the 4-bit copy of the linear weights (`--quantspec-draft-weights int4`, RTN group 128) "
+           "beside drafts through the checkpoint's weights, on trained models: same prompts, greedy, page "
+           f"{rows[0].get('page_size') if rows else '?'}. α as in Draft acceptance. Acceptance is a property of the "
+           "model and the draft, not of the device (the CPU runs the same reference arithmetic in fp32).", ""]
+    out += _provenance(doc, commands=doc.get("commands"))
+    out += ["| model | prompts | draft pages | γ | α checkpoint weights | α int4 | Δα | τ checkpoint | τ int4 |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    key = lambda r: (r["model"], r.get("prompt_set"), r["policy"], r.get("ratio"), r["gamma"])  # noqa: E731
+    by = {(key(r), r.get("draft_weights")): r for r in rows}
+    for k in sorted({key(r) for r in rows}, key=str):
+        m, q = by.get((k, "model")), by.get((k, "int4"))
+        n = (m or q)
+        desc = f"{n['num_prompts']} × {min(n['prompt_tokens'])}-{max(n['prompt_tokens'])} tokens"
+        pages = k[2] + ("" if k[3] is None else f" {k[3]:.0%}")
+        d = q["alpha"] - m["alpha"] if m and q else None
+        out.append(f"| {k[0]} | {desc} | {pages} | {k[4]} | {_f(m and m['alpha'], '.3f')} | "
+                   f"{_f(q and q['alpha'], '.3f')} | {_f(d, '+.3f')} | {_f(m and m['tau'])} | {_f(q and q['tau'])} |")
+    return out + [""]
+
+
 def prefill_section(doc: dict) -> list[str]:
     out = ["## Prefill attention", "", f"{doc.get('note', '')}; ms per layer call (× = over stock).", ""]
     out += _provenance(doc, versions={"torch": doc.get("torch")})
@@ -168,6 +192,7 @@ def selection_section(doc: dict) -> list[str]:
 
 SECTIONS = (("e2e.json", e2e_section), ("e2e_sglang-0.5.23.json", functools.partial(e2e_section, figures=False)),
             ("kernels.json", kernels_section), ("acceptance.json", acceptance_section),
+            ("acceptance_draft_weights.json", draft_weights_section),
             ("prefill.json", prefill_section), ("selection.json", selection_section))
 
 
