@@ -36,11 +36,6 @@ def _sgl_flash():
                            flash_attn_varlen_func=fa.flash_attn_varlen_func, merge_state_v2=sgl_kernel.merge_state_v2)
 
 
-def dequant_view(store, pages: torch.Tensor, dtype=DTYPE) -> tuple[torch.Tensor, torch.Tensor]:
-    """INT8 view of physical ``pages`` [n] as FA3's paged layout: K, V ``[n, P, Hkv, D]`` in ``dtype``."""
-    return dequant_pages(store, pages, dtype=dtype)
-
-
 def _rows_lse(lse: torch.Tensor, T: int, H: int) -> torch.Tensor:
     """FA3's varlen log-sum-exp [H, T] (or [T, H]) -> fp32 [T, H], contiguous."""
     if lse.shape == (H, T):
@@ -70,7 +65,7 @@ def extend_attention(q, k, v, prev_k, prev_v, store, plan: PagedPlan, sm_scale: 
         return out
     flash = flash or _sgl_flash()
     q16 = q.to(DTYPE)
-    kc, vc = dequant_view(store, plan.dq_pages)  # [N8, P, Hkv, D]
+    kc, vc = dequant_pages(store, plan.dq_pages, dtype=DTYPE)  # [N8, P, Hkv, D]
     # part B's keys: [page before (INT8 view) ; own page (full precision)] of every segment, in one buffer
     kb = torch.empty((plan.b_keys, Hkv, D), dtype=DTYPE, device=q.device)
     vb = torch.empty_like(kb)

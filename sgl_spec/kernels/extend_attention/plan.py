@@ -70,7 +70,6 @@ class PagedPlan:
     b_int8_pos: torch.Tensor  # [K_int8] int64
     b_int8_src: torch.Tensor  # [K_int8] int64: rows of the copy viewed as [N8 * P, Hkv, D]
     max_q: int  # rows of the longest request
-    max_a: int  # part A keys of the longest
     b_max_q: int  # rows of the longest part B segment (≤ P)
     b_max_k: int  # keys of the longest part B segment (≤ 2P)
     n8: int  # pages of the copy
@@ -115,8 +114,8 @@ def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedP
         n8 += need
     width = max([1] + [need for _, need in bases])
     col = torch.arange(width, dtype=torch.int32)
-    base = torch.tensor([x for x, _ in bases] or [0], dtype=torch.int32)[:len(bases)]
-    npg = torch.tensor([x for _, x in bases] or [0], dtype=torch.int32)[:len(bases)]
+    base = torch.tensor([x for x, _ in bases], dtype=torch.int32)
+    npg = torch.tensor([x for _, x in bases], dtype=torch.int32)
     table = torch.where(col[None] < npg[:, None], base[:, None] + col[None], 0)
     idx = lambda x: torch.tensor(x, dtype=torch.long, device=dev)  # noqa: E731
     dq = page_table[idx(dq_b), idx(dq_j)].long() if dq_b else torch.zeros(0, dtype=torch.long, device=dev)
@@ -126,5 +125,5 @@ def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedP
     return PagedPlan(
         cu_q=i32(cu_q), a_len=i32(a_len), a_table=to(table), dq_pages=dq, b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k),
         b_own_pos=cat(own_pos), b_own_src=cat(own_src), b_int8_pos=cat(i8_pos), b_int8_src=cat(i8_src),
-        max_q=max(lens, default=0), max_a=max(a_len, default=0), b_max_q=max(seg_rows, default=0),
+        max_q=max(lens, default=0), b_max_q=max(seg_rows, default=0),
         b_max_k=max((y - x for x, y in zip(b_cu_k, b_cu_k[1:])), default=0), n8=n8, b_keys=key)
