@@ -33,6 +33,7 @@ import requests
 
 import common
 import e2e_server
+import e2e_setup
 
 REPO = common.REPO
 
@@ -131,21 +132,13 @@ def main(argv=None):
     a = ap.parse_args(argv)
     device = "cpu" if a.smoke else "cuda"
     if a.smoke:
-        common.support()
-        from tinymodel import make_tiny_llama
-
         work = Path(a.out).parent if a.out else Path("/tmp/sgl_spec_load_smoke")
-        name, path, dummy = "tiny-llama", make_tiny_llama(work / "models" / "tiny-llama", dtype="float32"), False
         a.requests, a.concurrency, a.max_prompt, a.max_new = min(a.requests, 40), min(a.concurrency, 4), 130, 12
         base = ["--dtype", "float32", "--page-size", "32", "--speculative-num-steps", "3", "--sleep-on-idle"]
     else:
-        if a.model in e2e_server.BUILTIN_DUMMY:
-            name, path, dummy = a.model, e2e_server.write_dummy_model(a.model, Path("/tmp/sgl_spec_load")), True
-        else:
-            name, _, p = (a.model or "").partition("=")
-            if not p or not (Path(p) / "config.json").exists():
-                ap.error("--model NAME=PATH to a checkpoint folder, or a built-in dummy")
-            path, dummy = Path(p), False
+        work = Path("/tmp/sgl_spec_load")
+    name, path, dummy = e2e_setup.resolve_model(argparse.Namespace(smoke=a.smoke, model=a.model, out=work))
+    if not a.smoke:
         base = ["--context-length", str(a.max_prompt + a.max_new + 512), "--max-running-requests",
                 str(a.concurrency + 2), "--mem-fraction-static", str(a.mem_fraction), "--skip-tokenizer-init",
                 "--sleep-on-idle"] + (["--load-format", "dummy"] if dummy else [])

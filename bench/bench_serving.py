@@ -27,6 +27,7 @@ from pathlib import Path
 
 import common
 import e2e_server
+import e2e_setup
 
 REPO = common.REPO
 SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py's
@@ -164,18 +165,7 @@ def main(argv=None):
     if a.simulate_accept is not None:
         os.environ[SIMULATE_ENV] = str(a.simulate_accept)
 
-    if a.smoke:
-        common.support()
-        from tinymodel import make_tiny_llama
-
-        name, path, dummy = "tiny-llama", make_tiny_llama(a.out / "models" / "tiny-llama", dtype="float32"), False
-    elif a.model in e2e_server.BUILTIN_DUMMY:
-        name, path, dummy = a.model, e2e_server.write_dummy_model(a.model, a.out / "models"), True
-    else:
-        name, _, p = (a.model or "").partition("=")
-        if not p or not (Path(p) / "config.json").exists():
-            ap.error("--model NAME=PATH to a checkpoint folder, or a built-in dummy")
-        path, dummy = Path(p), False
+    name, path, dummy = e2e_setup.resolve_model(a)
     work = a.out / "serving_logs"
     work.mkdir(exist_ok=True)
     n_max = max(c["num_prompts"] for c in configs) + 1  # + the warm-up request
