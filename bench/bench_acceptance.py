@@ -63,6 +63,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import acceptance_server as srvlib  # noqa: E402
 import common  # noqa: E402
+import e2e_server  # noqa: E402
 from acceptance_grid import (LABEL_KEY, SELECT_POLICIES, grid, jobs, label,  # noqa: E402,F401
                              page_score, policy_flags)
 import prompts as prompt_set  # noqa: E402
@@ -237,7 +238,8 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
     for i, cfg in enumerate(configs):
         got = res[i * len(prompts):(i + 1) * len(prompts)]
         row = dict(cfg, kind="acceptance", model=Path(a.model).name, prompt_set=Path(a.prompts).name,
-                   draft_weights=draft_weights(a.server_arg), device=a.device,
+                   draft_weights=e2e_server.flag_value(a.server_arg, "--quantspec-draft-weights", "auto"),
+                   device=a.device,
                    min_pages=a.min_pages if cfg["policy"] != "dense" else None,
                    sink_pages=a.sink_pages if cfg["policy"] != "dense" else None, page_size=a.page_size,
                    max_new_tokens=a.max_new_tokens, num_prompts=len(prompts),
@@ -253,17 +255,6 @@ def run_job(a, job, index, prompts, log_dir) -> list[dict]:
                              for p, r in zip(prompts, got)]
         rows.append(row)
     return rows
-
-
-def draft_weights(extra: list) -> str:
-    """The --quantspec-draft-weights a run's servers got (its default: auto)."""
-    flag = "--quantspec-draft-weights"
-    for i, x in enumerate(extra):
-        if x == flag and i + 1 < len(extra):
-            return extra[i + 1]
-        if x.startswith(flag + "="):
-            return x.split("=", 1)[1]
-    return "auto"
 
 
 def describe(row) -> str:

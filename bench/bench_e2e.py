@@ -144,8 +144,7 @@ class Clock:
         self.rate = r if self.rate is None else max(self.rate, r)
 
 
-SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py's (this client runs without sgl_spec)
-PREFILL_ENV = "SGL_SPEC_PREFILL"  # sgl_spec/kernels/engine.py's: the EXTEND attention engine, passed to the servers
+SIMULATE_ENV = e2e_server.SIMULATE_ENV
 
 
 def _row_base(a, device, model, mode, gamma, ctx, b):
@@ -153,19 +152,15 @@ def _row_base(a, device, model, mode, gamma, ctx, b):
     return {"kind": "e2e_sim" if sim else "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma,
             "ctx": ctx, "batch": b, "gen": a.gen, "temperature": a.temperature, "shared_prefix": a.shared_prefix,
             "alpha_sim": a.simulate_accept if sim else None,
-            "draft_weights": _flag(shlex.split(a.extra) + shlex.split(a.spec_extra), "--quantspec-draft-weights",
-                                   "auto")
+            "draft_weights": e2e_server.flag_value(shlex.split(a.extra) + shlex.split(a.spec_extra),
+                                                   "--quantspec-draft-weights", "auto")
             if e2e_server.MODES[mode]["spec"] else None,
-            "prefill_engine": os.environ.get(PREFILL_ENV, "default") if mode != "bf16" else None}
-
-
-def _flag(args: list, name: str, default):
-    return args[args.index(name) + 1] if name in args[:-1] else default
+            "prefill_engine": e2e_server.prefill_engine() if mode != "bf16" else None}
 
 
 def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[str]:
     """The launch arguments of one mode's server for a grid up to ``max_b`` requests of ``max_ctx`` tokens."""
-    path, dummy = ctx_info[2], ctx_info[3]
+    dummy = ctx_info[3]
     if a.device == "cpu":
         args = e2e_server.cpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
                                    quant=e2e_server.MODES[mode]["quant"])

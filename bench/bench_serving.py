@@ -30,7 +30,6 @@ import e2e_server
 import e2e_setup
 
 REPO = common.REPO
-SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py's
 # bench_serving's result keys -> our row's
 METRICS = {"median_ttft_ms": "ttft_p50_ms", "p99_ttft_ms": "ttft_p99_ms", "mean_ttft_ms": "ttft_mean_ms",
            "mean_tpot_ms": "tpot_ms", "median_tpot_ms": "tpot_p50_ms", "median_itl_ms": "itl_p50_ms",
@@ -163,7 +162,7 @@ def main(argv=None):
     if set(modes) - set(e2e_server.MODES):
         ap.error(f"unknown --modes {sorted(set(modes) - set(e2e_server.MODES))}")
     if a.simulate_accept is not None:
-        os.environ[SIMULATE_ENV] = str(a.simulate_accept)
+        os.environ[e2e_server.SIMULATE_ENV] = str(a.simulate_accept)
 
     name, path, dummy = e2e_setup.resolve_model(a)
     work = a.out / "serving_logs"
@@ -186,7 +185,7 @@ def main(argv=None):
                        "min_ctx": a.min_ctx, "output_len": a.output_len, **cfg, "sglang": version,
                        "gamma": a.gamma if spec["spec"] else None,
                        "alpha_sim": a.simulate_accept if spec["spec"] else None,
-                       "prefill_engine": os.environ.get("SGL_SPEC_PREFILL", "default") if spec["quant"] else None,
+                       "prefill_engine": e2e_server.prefill_engine() if spec["quant"] else None,
                        "server_startup_s": srv.startup_s, **r}
                 rows.append(row)
                 print(f"[serving] {mode:9s} rate {cfg['request_rate']:>4} conc {cfg['concurrency']:3d} "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import time
@@ -31,6 +32,9 @@ import requests
 import common
 
 REPO = common.REPO
+# the plugin's benchmarking knobs, set in the servers' environment (the clients run without sgl_spec)
+SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # sgl_spec/speculative/accept.py: keep each greedy draft with probability α
+PREFILL_ENV = "SGL_SPEC_PREFILL"  # sgl_spec/kernels/engine.py: the EXTEND attention engine
 
 MODES = {
     "bf16": {"args": [], "spec": False, "quant": False, "desc": "stock SGLang, default attention backend, BF16 KV"},
@@ -79,6 +83,21 @@ def write_dummy_model(name: str, out_dir) -> Path:
 
 def model_config(model_dir) -> dict:
     return json.loads((Path(model_dir) / "config.json").read_text())
+
+
+def flag_value(args: list, name: str, default=None):
+    """The value ``args`` (a server argument list) gives flag ``name`` (``--name v`` or ``--name=v``), else default."""
+    for i, x in enumerate(args):
+        if x == name and i + 1 < len(args):
+            return args[i + 1]
+        if x.startswith(name + "="):
+            return x.split("=", 1)[1]
+    return default
+
+
+def prefill_engine() -> str:
+    """The EXTEND engine the quantspec servers this process launches take."""
+    return os.environ.get(PREFILL_ENV, "default")
 
 
 def mode_args(mode: str, gamma: int) -> list[str]:
