@@ -75,7 +75,8 @@ def main(argv=None):
     ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--m", type=ints, default=[1, 8, 32])
-    ap.add_argument("--block-n", type=ints, default=[32, 64, 128], help="the Triton kernel's column tiles")
+    ap.add_argument("--triton-configs", default="16:512:3:4,32:512:3:4,32:256:4:4,64:512:3:4,64:512:4:8,32:1024:2:4",
+                    help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS, comma-separated")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--inner", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
@@ -92,6 +93,10 @@ def main(argv=None):
     if dev == "cuda":
         engines = {"bf16": None, "marlin": [w4.prepare(w, "marlin") for _, w in weights],
                    "triton": [ref.quantize(w) for _, w in weights]}
+        from sgl_spec.kernels.w4a16_linear import triton as wt
+
+        configs = [tuple(int(v) for v in c.split(":")) for c in a.triton_configs.split(",") if c]
+        tiles = {bn: [wt.prepare(q, s, block_n=bn) for q, s in engines["triton"]] for bn in {c[0] for c in configs}}
     else:
         engines["twin"] = [ref.quantize(w) for _, w in weights]
     bytes_bf16 = sum(w.nbytes for _, w in weights)
@@ -109,18 +114,23 @@ def main(argv=None):
         if "marlin" in engines:
             runs["marlin"] = lambda: [w4.w4a16_linear(xs[c.k], c) for c in engines["marlin"]]
         if "triton" in engines:
-            from sgl_spec.kernels.w4a16_linear import triton as wt
-
-            for bn in a.block_n:
-                runs[f"triton_bn{bn}"] = (lambda bn=bn: [wt.w4a16_linear(xs[q.shape[0] * 8], q, s, out=o, block_n=bn)
-                                                         for (q, s), o in zip(engines["triton"], outs)])
+            for bn, bk, stages, warps in configs:
+                runs[f"triton_{bn}x{bk}s{stages}w{warps}"] = (
+                    lambda bn=bn, bk=bk, stages=stages, warps=warps: [
+                        wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps)
+                        for t, o in zip(tiles[bn], outs)])
         if "twin" in engines and engines["twin"]:
             runs["twin"] = lambda: [ref.w4a16_linear(xs[q.shape[0] * 8], q, s, out=o)
                                     for (q, s), o in zip(engines["twin"], outs)]
         row = {"m": M, "shape": a.shape, "layers": a.layers, "bytes_bf16": bytes_bf16, "bytes_w4": bytes_w4,
                "copy_ms": copy_ms, "copy_tbps": copy_tbps}
         for name, fn in runs.items():
-            ms = timed(fn, dev, a.reps, a.inner)
+            try:
+                ms = timed(fn, dev, a.reps, a.inner)
+            except Exception as e:  # a launch configuration the compiler or the device refuses
+                row[f"{name}_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                print(f"M={M:3d} {name}: {row[f'{name}_error']}", flush=True)
+                continue
             nbytes = bytes_bf16 if name == "bf16" else bytes_w4
             row[f"{name}_ms"] = ms
             row[f"{name}_tbps"] = nbytes / ms / 1e9

@@ -73,34 +73,55 @@ def test_marlin_engine_matches_twin(M, N, K):
 
 # ---- Triton engine (triton.py): against the twin under the interpreter (small shapes), compiled on the GPU ------
 @pytest.mark.interp
-@pytest.mark.parametrize("M,N,K,bias", [(1, 64, 128, False), (3, 100, 256, True), (17, 64, 384, False)])
-def test_triton_engine_matches_twin(M, N, K, bias):
-    """fp16 operands (the kernel dequantizes to x's dtype), fp32 accumulation: 1e-2 relative to the output scale."""
+@pytest.mark.parametrize("M,N,K,bias,bn,bk", [(1, 64, 128, False, 32, 512), (3, 100, 256, True, 16, 512),
+                                              (17, 64, 384, False, 64, 256), (2, 48, 512, True, 32, 256)])
+def test_triton_engine_matches_twin(M, N, K, bias, bn, bk):
+    """fp16 operands (the kernel dequantizes to x's dtype), fp32 accumulation: 1e-2 relative to the output scale.
+    Odd N pads the last column block; K = 384 takes one group an iteration, 512 at bk = 256 two iterations."""
     from sgl_spec.kernels.w4a16_linear import triton as wt
 
     g = torch.Generator().manual_seed(M * N)
     w = torch.randn(N, K, generator=g) * 0.05
     q, s = ref.quantize(w.half())
+    tw = wt.prepare(q, s, block_n=bn)
+    assert tw.tiles.shape == (-(-N // bn), K // 8, bn)
     x = torch.randn(M, K, generator=g).half()
     b = torch.randn(N, generator=g).half() if bias else None
     out = torch.full((M, N), float("nan"), dtype=torch.float16)
-    got = wt.w4a16_linear(x, q, s, b, out=out)
+    got = wt.w4a16_linear(x, tw, b, out=out, block_k_max=bk)
     assert got is out and not torch.isnan(got).any()
     want = ref.w4a16_linear(x.float(), q, s, None if b is None else b.float())
     torch.testing.assert_close(got.float(), want, atol=1e-2 * float(want.abs().max()), rtol=1e-2)
 
 
+def test_triton_layout_and_checks():
+    from sgl_spec.kernels.w4a16_linear import triton as wt
+
+    q, s = ref.quantize(torch.randn(40, 256))
+    tw = wt.prepare(q, s, block_n=16)
+    assert torch.equal(tw.tiles[1, :, 3], q[:, 19]) and torch.equal(tw.tiles[2, :, 8:], torch.zeros(32, 8, dtype=torch.int32))
+    assert wt.block_k(4096) == 512 and wt.block_k(384) == 128 and wt.block_k(14336) == 512 and wt.block_k(768) == 256
+    with pytest.raises(ValueError, match="block_n"):
+        wt.prepare(q, s, block_n=24)
+    with pytest.raises(ValueError, match="fp16 / bf16"):
+        wt.w4a16_linear(torch.randn(1, 256), tw)
+    with pytest.raises(ValueError, match="bias"):
+        wt.w4a16_linear(torch.randn(1, 256).half(), tw, bias=torch.zeros(41).half())
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("M", [1, 8, 33, 64])
 @pytest.mark.parametrize("N,K", [(4096, 4096), (6144, 4096), (1024, 14336), (100, 256)])
-def test_triton_engine_matches_twin_on_gpu(M, N, K):
+@pytest.mark.parametrize("bn", [16, 32, 64])
+def test_triton_engine_matches_twin_on_gpu(M, N, K, bn):
     from sgl_spec.kernels.w4a16_linear import triton as wt
 
     g = torch.Generator(device="cuda").manual_seed(M)
     w = (torch.randn(N, K, generator=g, device="cuda") * 0.02).to(torch.bfloat16)
     x = torch.randn(M, K, generator=g, device="cuda").to(torch.bfloat16)
     q, s = ref.quantize(w)
-    got = wt.w4a16_linear(x, q, s, out=torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda"))
+    out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = wt.w4a16_linear(x, wt.prepare(q, s, block_n=bn), out=out)
     want = ref.w4a16_linear(x.float(), q, s)
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got.float(), want, atol=2e-2 * float(want.abs().max()), rtol=2e-2)
