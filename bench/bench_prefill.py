@@ -2,9 +2,10 @@
 """EXTEND (prefill) attention under the INT8 view, one layer call, every engine against stock SGLang's BF16 prefill
 attention on the same shape (sgl_spec/kernels/extend_attention/, sgl_spec/kvcache/prefill.py):
 
-* ``sdpa_fp16_ms``: the per-request torch path (dequantized pages, SDPA in fp16 with a mask; the default engine);
+* ``sdpa_fp16_ms``: the per-request torch path (dequantized pages, SDPA in fp16 with a mask; the CPU's engine);
 * ``triton_ms``: the batched Triton engine (INT8 pages dequantized in registers);
-* ``fa3_ms``: the FA3 engine (INT8 pages dequantized once into a paged copy, FlashAttention-3 twice, merged);
+* ``fa3_ms``: the FA3 engine (INT8 pages dequantized once into a paged copy, FlashAttention-3 twice, merged;
+  the server's engine on Hopper);
 * ``stock_fa3_ms``: stock SGLang's prefill attention on Hopper - FlashAttention-3 causal over the BF16 keys of the
   prefix and the chunk (sgl_kernel's ``flash_attn_varlen_func``); ``bf16_sdpa_ms``: causal SDPA over the same keys;
 * ``quantize_ms``: quantizing the chunk's complete pages into the planes (``quantize_pages``, the kernel the backend
@@ -56,7 +57,7 @@ def case(prefix, chunk, Hq, Hkv, D, P, dev, seed=0):
 
 
 SHAPE_NAMES = {(32, 8, 128): "llama3-8b", (4, 2, 128): "pycode-30m"}
-DEFAULT_ENGINE_MS = "sdpa_fp16_ms"  # the server's EXTEND attention without SGL_SPEC_PREFILL (engine.prefill_engine)
+DEFAULT_ENGINE_MS = "fa3_ms"  # the server's EXTEND attention on Hopper (engine.prefill_engine)
 
 
 def summary_fields(row: dict) -> dict:

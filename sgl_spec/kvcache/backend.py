@@ -33,7 +33,8 @@ from sgl_spec.kernels.window_meta import window_meta
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
-from sgl_spec.kernels.extend_attention import ExtendPlan, PagedPlan, extend_attention, extend_plan, paged_plan
+from sgl_spec.kernels.extend_attention import (ExtendPlan, PagedPlan, extend_attention, extend_plan, paged_plan,
+                                               ranges)
 from sgl_spec.kernels.extend_attention import fa3 as extend_fa3
 from sgl_spec.kvcache.prefill import extend_attention as extend_one
 from sgl_spec.patches import sglang
@@ -278,25 +279,21 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         dev = fb.req_pool_indices.device
         slots = fb.req_pool_indices.long()
         page_table = self.page_table(slots)
-        row0, rows, q_b, q_j, straddle = [], [], [], [], []
-        r = 0
-        for b in range(B):
-            s, e = starts[b], starts[b] + lens[b]
-            row0.append(r)
-            for j in range(s // P, e // P):  # pages whose last position lies in s … e-1
-                if j * P < s:
-                    straddle.append((b, j))
-                else:
-                    rows.append(r + j * P - s)
-                    q_b.append(b)
-                    q_j.append(j)
-            r += lens[b]
-        # Straddling pages are quantized from a small side buffer appended after the T new rows.
-        rows += [T + i * P for i in range(len(straddle))]
-        q_b += [b for b, _ in straddle]
-        q_j += [j for _, j in straddle]
-        q_pages = page_table[torch.tensor(q_b, dtype=torch.long, device=dev),
-                             torch.tensor(q_j, dtype=torch.long, device=dev)]
+        # pages whose last position lies in start … end-1 are quantized in this forward: from the new rows, or, for
+        # a page that began before the request's start (at most one a request), from a small side buffer of
+        # [ring part | new part] appended after the T new rows
+        s_t, n_t = torch.tensor(starts, dtype=torch.long), torch.tensor(lens, dtype=torch.long)
+        row0_t = torch.cumsum(n_t, 0) - n_t
+        done = (s_t + n_t) // P - s_t // P
+        pg_b = torch.repeat_interleave(torch.arange(B), done)
+        pg_j = ranges(s_t // P, done)
+        split = pg_j * P < s_t[pg_b]
+        whole = ~split
+        row0 = row0_t.tolist()
+        straddle = list(zip(pg_b[split].tolist(), pg_j[split].tolist()))
+        rows = torch.cat([(row0_t[pg_b] + pg_j * P - s_t[pg_b])[whole], T + P * torch.arange(len(straddle))])
+        q_pages = page_table[torch.cat([pg_b[whole], pg_b[split]]).to(dev),
+                             torch.cat([pg_j[whole], pg_j[split]]).to(dev)]
         # Ring: keep the last R pages of each request (later forwards read only those); the rest go to trash slot 0.
         pos = fb.positions.long()
         lens_t = torch.tensor(lens, dtype=torch.long, device=dev)
@@ -306,7 +303,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         keep = torch.div(pos, P, rounding_mode="floor") >= torch.div(tok_end - 1, P, rounding_mode="floor") - (R - 1)
         tok = _Tokens(
             w_row=ring_rows(torch.where(keep, tok_slot, torch.zeros_like(tok_slot)), pos, P, R),
-            q_rows=torch.tensor(rows, dtype=torch.long, device=dev),
+            q_rows=rows.to(dev, non_blocking=True),
             q_pages=q_pages.to(torch.int32),
         )
         ring = torch.tensor([(x // P) % R for x in starts], dtype=torch.long).to(dev, non_blocking=True)

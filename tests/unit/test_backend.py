@@ -366,8 +366,9 @@ def test_deterministic_inference_fixes_the_verify_engine(monkeypatch):
 
 
 def test_prefill_engine_knob(monkeypatch):
-    """SGL_SPEC_PREFILL (benchmarking) picks the EXTEND engine; the CPU and deterministic inference always take the
-    per-request torch path; an unknown value stops startup naming the choices."""
+    """SGL_SPEC_PREFILL (benchmarking) forces the EXTEND engine; the CPU and deterministic inference always take the
+    per-request torch path; an unknown value stops startup naming the choices. (CUDA's default, FA3 else Triton:
+    tests/server/test_server_gpu.py.)"""
     from sgl_spec.kernels.engine import PREFILL_ENV, prefill_engine
 
     monkeypatch.delenv(PREFILL_ENV, raising=False)

@@ -76,54 +76,60 @@ class PagedPlan:
     b_keys: int  # keys of the gathered part B buffer
 
 
+def ranges(first: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Concatenated ``first[i] … first[i] + count[i] - 1`` over i (int64, host)."""
+    total = int(count.sum())
+    if total == 0:
+        return torch.zeros(0, dtype=torch.long)
+    ends = torch.cumsum(count, 0)
+    return torch.repeat_interleave(first - (ends - count), count, output_size=total) + torch.arange(total)
+
+
 def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedPlan:
     """The layout of every request's new positions ``start … start+len-1``; ``page_table`` [B, ≥ pages] (device)
-    maps logical to physical pages."""
-    P, dev, T = page_size, page_table.device, sum(lens)
-    cu_q, a_len, bases, dq_b, dq_j = [0], [], [], [], []
-    b_cu_q, b_cu_k, own_pos, own_src, i8_pos, i8_src, seg_rows = [0], [0], [], [], [], [], []
-    row, n8, key = 0, 0, 0
-    for b, (s, n) in enumerate(zip(starts, lens)):
-        e = s + n
-        need = (e - 1) // P if n else 0  # INT8 pages the request's last query reads
-        cu_q.append(row + n)
-        a_len.append(max(e - P, 0) if n else 0)
-        bases.append((n8, need))
-        dq_b += [b] * need
-        dq_j += range(need)
-        t = s
-        while t < e:
-            j = t // P
-            t1 = min(e, (j + 1) * P)
-            if j > 0:  # page j-1's INT8 view: rows (n8 + j-1) * P … of the copy
-                i8_pos.append(torch.arange(key, key + P))
-                i8_src.append(torch.arange((n8 + j - 1) * P, (n8 + j) * P))
-                key += P
-            if t > j * P:  # own page positions j*P … t-1: the ring copy of request b, rows T + b*P + offset
-                own_pos.append(torch.arange(key, key + t - j * P))
-                own_src.append(torch.arange(T + b * P, T + b * P + t - j * P))
-                key += t - j * P
-            own_pos.append(torch.arange(key, key + t1 - t))
-            own_src.append(torch.arange(row + t - s, row + t1 - s))
-            key += t1 - t
-            b_cu_q.append(b_cu_q[-1] + t1 - t)
-            b_cu_k.append(key)
-            seg_rows.append(t1 - t)
-            t = t1
-        row += n
-        n8 += need
-    width = max([1] + [need for _, need in bases])
-    col = torch.arange(width, dtype=torch.int32)
-    base = torch.tensor([x for x, _ in bases], dtype=torch.int32)
-    npg = torch.tensor([x for _, x in bases], dtype=torch.int32)
-    table = torch.where(col[None] < npg[:, None], base[:, None] + col[None], 0)
-    idx = lambda x: torch.tensor(x, dtype=torch.long, device=dev)  # noqa: E731
-    dq = page_table[idx(dq_b), idx(dq_j)].long() if dq_b else torch.zeros(0, dtype=torch.long, device=dev)
+    maps logical to physical pages. Built with a few host tensor ops whatever the number of pages (a 16k-token
+    chunk has 256 part B segments), then moved to the device without waiting."""
+    P, dev = page_size, page_table.device
+    s = torch.tensor(list(starts), dtype=torch.long)
+    n = torch.tensor(list(lens), dtype=torch.long)
+    B, T = s.numel(), int(n.sum())
+    e = s + n
+    live = n > 0
+    row = torch.cumsum(n, 0) - n  # first row of each request
+    # part A: the INT8 pages each request's last query reads, copied one request after another
+    need = torch.where(live, (e - 1).clamp_min(0) // P, 0)
+    base = torch.cumsum(need, 0) - need
+    n8 = int(need.sum())
+    width = max(1, int(need.max()) if B else 1)
+    col = torch.arange(width)
+    table = torch.where(col[None] < need[:, None], base[:, None] + col[None], 0).to(torch.int32)
+    dq_b = torch.repeat_interleave(torch.arange(B), need, output_size=n8)
+    dq_j = ranges(torch.zeros(B, dtype=torch.long), need)
+    # part B: one segment per (request, page its new positions touch), keys [INT8 page j-1 ; ring ; new rows]
+    first_j, pages = s // P, torch.where(live, (e - 1) // P - s // P + 1, 0)
+    S = int(pages.sum())
+    seg_b = torch.repeat_interleave(torch.arange(B), pages, output_size=S)
+    seg_j = ranges(first_j, pages)
+    t0 = torch.maximum(s[seg_b], seg_j * P)
+    t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
+    n_i8 = torch.where(seg_j > 0, P, 0)
+    n_ring = t0 - seg_j * P  # own page positions before the request's start: from its ring copy
+    n_new = t1 - t0
+    seg_keys = n_i8 + n_ring + n_new
+    cu_k = torch.cumsum(seg_keys, 0) - seg_keys
+    i8_pos = ranges(cu_k, n_i8)
+    i8_src = ranges((base[seg_b] + seg_j - 1) * P, n_i8)
+    own_pos = torch.cat([ranges(cu_k + n_i8, n_ring), ranges(cu_k + n_i8 + n_ring, n_new)])
+    own_src = torch.cat([ranges(T + seg_b * P, n_ring), ranges(row[seg_b] + t0 - s[seg_b], n_new)])
+    zero = torch.zeros(1, dtype=torch.long)
+    b_cu_q = torch.cat([zero, torch.cumsum(n_new, 0)])
+    b_cu_k = torch.cat([zero, torch.cumsum(seg_keys, 0)])
+    dq = (page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev))
     to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
-    cat = lambda xs: to(torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long))  # noqa: E731
-    i32 = lambda x: to(torch.tensor(x, dtype=torch.int32))  # noqa: E731
+    i32 = lambda x: to(x.to(torch.int32))  # noqa: E731
     return PagedPlan(
-        cu_q=i32(cu_q), a_len=i32(a_len), a_table=to(table), dq_pages=dq, b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k),
-        b_own_pos=cat(own_pos), b_own_src=cat(own_src), b_int8_pos=cat(i8_pos), b_int8_src=cat(i8_src),
-        max_q=max(lens, default=0), b_max_q=max(seg_rows, default=0),
-        b_max_k=max((y - x for x, y in zip(b_cu_k, b_cu_k[1:])), default=0), n8=n8, b_keys=key)
+        cu_q=i32(torch.cat([zero, torch.cumsum(n, 0)])), a_len=i32(torch.where(live, (e - P).clamp_min(0), 0)),
+        a_table=to(table), dq_pages=dq, b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k), b_own_pos=to(own_pos),
+        b_own_src=to(own_src), b_int8_pos=to(i8_pos), b_int8_src=to(i8_src), max_q=int(n.max()) if B else 0,
+        b_max_q=int(n_new.max()) if S else 0, b_max_k=int(seg_keys.max()) if S else 0, n8=n8,
+        b_keys=int(seg_keys.sum()))
