@@ -22,6 +22,7 @@ Run on the GPU machine with the gpu-kit installed and sgl-spec pip-installed:
   leaving between steps); the non-overlap scheduler (``--disable-overlap-schedule``) must give the same output.
 """
 import os
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -250,6 +251,17 @@ def test_draft_passes_replay_cuda_graphs(spec):
     assert replayed, "the draft passes never replayed a CUDA graph"
     # steps 2 … γ of a round replay the graph directly (DraftGraphRunner.replay_next), not through SGLang's forward
     assert "draft steps after the first of a round replay their graph directly" in log
+
+
+def test_prefill_takes_the_batched_engine(spec, int8):
+    """On CUDA the EXTEND attention runs a batched engine: FA3 on Hopper, else Triton (never the per-request torch
+    path). The lossless tests around this one compare servers that both prefill with it."""
+    import torch
+
+    want = "fa3" if torch.cuda.get_device_capability() >= (9, 0) else "triton"
+    for srv in (spec, int8):
+        engines = set(re.findall(r"quantspec prefill attention: (\w+)", srv["log"]))
+        assert engines == {want}, f"prefill engines in the log: {engines}, expected {want}"
 
 
 def test_graph_drafts_equal_eager_drafts(prompts, spec, spec_eager_drafts):
