@@ -142,16 +142,36 @@ def test_fa3_engine_layout_and_merge_match_reference(case):
     torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
 
 
-def test_paged_plan_splits_the_view_into_disjoint_parts():
-    """Part A (INT8 keys at least a page behind, one causal segment a request) and part B (the last two pages,
-    window P) together give each row exactly the view: INT8 keys of the pages before its own, own page up to it."""
+def _random_batch(seed):
+    import random
+
+    rng = random.Random(seed)
+    P = rng.choice([16, 32])
+    B = rng.randint(1, 5)
+    starts = [rng.choice([0, rng.randint(1, 200), P * rng.randint(1, 4)]) for _ in range(B)]
+    lens = [rng.choice([0, 1, P, rng.randint(2, 150)]) for _ in range(B)]
+    return starts, lens, P
+
+
+def test_paged_plan_fields():
     starts, lens, P = [5, 0, 130, 64], [200, 64, 3, 0], 32
-    pt = torch.arange(4 * 12, dtype=torch.int32).reshape(4, 12)
-    plan = paged_plan(starts, lens, pt, P)
-    T = sum(lens)
+    plan = paged_plan(starts, lens, torch.arange(4 * 12, dtype=torch.int32).reshape(4, 12), P)
     assert plan.cu_q.tolist() == [0, 200, 264, 267, 267] and plan.a_len.tolist() == [205 - P, 64 - P, 133 - P, 0]
     assert plan.n8 == (204 // 32) + (63 // 32) + (132 // 32)
     assert plan.a_table[0, :6].tolist() == list(range(6)) and plan.a_table[1, 0].item() == 6
+    assert plan.dq_pages.tolist() == list(range(6)) + [12] + [24, 25, 26, 27]  # page_table[b, j], j < pages read
+
+
+@pytest.mark.parametrize("batch", [([5, 0, 130, 64], [200, 64, 3, 0], 32)] + [_random_batch(i) for i in range(6)])
+def test_paged_plan_splits_the_view_into_disjoint_parts(batch):
+    """Part A (INT8 keys at least a page behind, one causal segment a request) and part B (the last two pages,
+    window P) together give each row exactly the view: INT8 keys of the pages before its own, own page up to it."""
+    starts, lens, P = batch
+    pt = torch.arange(len(lens) * 16, dtype=torch.int32).reshape(len(lens), 16)
+    plan = paged_plan(starts, lens, pt, P)
+    T = sum(lens)
+    need = [(s + n - 1) // P if n else 0 for s, n in zip(starts, lens)]
+    assert plan.n8 == sum(need) and plan.a_len.tolist() == [max(s + n - P, 0) if n else 0 for s, n in zip(starts, lens)]
     b_cu, k_cu = plan.b_cu_q.tolist(), plan.b_cu_k.tolist()
     pos = [s + i for s, n in zip(starts, lens) for i in range(n)]
     req = [b for b, n in enumerate(lens) for _ in range(n)]
@@ -160,7 +180,7 @@ def test_paged_plan_splits_the_view_into_disjoint_parts():
     own_src = plan.b_own_src.tolist()
     for p_, src in zip(plan.b_own_pos.tolist(), own_src):
         key[p_] = ("fp", pos[src] if src < T else None, src)
-    base = [0, 204 // 32, 204 // 32 + 63 // 32]
+    base = [sum(need[:b]) for b in range(len(need))]
     for p_, src in zip(plan.b_int8_pos.tolist(), plan.b_int8_src.tolist()):
         key[p_] = ("int8", src // P, src % P)
     assert sorted(key) == list(range(plan.b_keys))
