@@ -77,6 +77,8 @@ def main(argv=None):
     ap.add_argument("--m", type=ints, default=[1, 8, 32])
     ap.add_argument("--triton-configs", default="16:512:3:4,32:512:3:4,32:256:4:4,64:512:3:4,64:512:4:8,32:1024:2:4",
                     help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS, comma-separated")
+    ap.add_argument("--engines", default="bf16,triton,marlin", help="GPU engines, timed in this order (Marlin's JIT "
+                    "build comes at its first use)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--inner", type=int, default=5)
     ap.add_argument("--out", type=Path, default=None)
@@ -89,39 +91,50 @@ def main(argv=None):
     g = torch.Generator(device=dev).manual_seed(0)
     weights = [(kind, torch.randn(n, k, generator=g, device=dev, dtype=dtype) * 0.02)
                for _ in range(a.layers) for kind, n, k in layer_shapes(a.shape)]
-    engines = {"bf16": None, "twin": None}
-    if dev == "cuda":
-        engines = {"bf16": None, "marlin": [w4.prepare(w, "marlin") for _, w in weights],
-                   "triton": [ref.quantize(w) for _, w in weights]}
+    codes = [ref.quantize(w) for _, w in weights]
+    wanted = a.engines.split(",") if dev == "cuda" else ["bf16", "twin"]
+    if "triton" in wanted:
         from sgl_spec.kernels.w4a16_linear import triton as wt
 
         configs = [tuple(int(v) for v in c.split(":")) for c in a.triton_configs.split(",") if c]
-        tiles = {bn: [wt.prepare(q, s, block_n=bn) for q, s in engines["triton"]] for bn in {c[0] for c in configs}}
-    else:
-        engines["twin"] = [ref.quantize(w) for _, w in weights]
+        tiles = {bn: [wt.prepare(q, s, block_n=bn) for q, s in codes] for bn in {c[0] for c in configs}}
+    marlin = []  # built at first use: SGLang JIT-compiles its Marlin kernels then
     bytes_bf16 = sum(w.nbytes for _, w in weights)
-    bytes_w4 = sum(q.nbytes + s.nbytes for q, s in (engines.get("triton") or engines["twin"]))
+    bytes_w4 = sum(q.nbytes + s.nbytes for q, s in codes)
     src = torch.empty(bytes_w4, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
     copy_ms = timed(lambda: dst.copy_(src), dev, a.reps, a.inner)
     copy_tbps = 2 * bytes_w4 / copy_ms / 1e9  # read + write
     rows = []
+    meta = {**common.run_meta(dev), "torch": torch.__version__,
+            "note": "the weight GEMMs of one draft pass (every layer's qkv / o / gate_up / down, own weights) per "
+                    "engine, CUDA-graph replays; copy_frac = weight bytes per second / a device copy's bytes read + "
+                    "written per second, same run"}
     for M in a.m:
         xs = {k: torch.randn(M, k, generator=g, device=dev, dtype=dtype) for k in {w.shape[1] for _, w in weights}}
         outs = [torch.empty(M, w.shape[0], device=dev, dtype=dtype) for _, w in weights]
-        runs = {"bf16": lambda: [torch.nn.functional.linear(xs[w.shape[1]], w, out=o)
-                                 for (_, w), o in zip(weights, outs)]}
-        if "marlin" in engines:
-            runs["marlin"] = lambda: [w4.w4a16_linear(xs[c.k], c) for c in engines["marlin"]]
-        if "triton" in engines:
-            for bn, bk, stages, warps in configs:
-                runs[f"triton_{bn}x{bk}s{stages}w{warps}"] = (
-                    lambda bn=bn, bk=bk, stages=stages, warps=warps: [
-                        wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps)
-                        for t, o in zip(tiles[bn], outs)])
-        if "twin" in engines and engines["twin"]:
-            runs["twin"] = lambda: [ref.w4a16_linear(xs[q.shape[0] * 8], q, s, out=o)
-                                    for (q, s), o in zip(engines["twin"], outs)]
+        runs = {}
+        for engine in wanted:
+            if engine == "bf16":
+                runs["bf16"] = lambda: [torch.nn.functional.linear(xs[w.shape[1]], w, out=o)
+                                        for (_, w), o in zip(weights, outs)]
+            elif engine == "triton":
+                for bn, bk, stages, warps in configs:
+                    runs[f"triton_{bn}x{bk}s{stages}w{warps}"] = (
+                        lambda bn=bn, bk=bk, stages=stages, warps=warps: [
+                            wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps)
+                            for t, o in zip(tiles[bn], outs)])
+            elif engine == "marlin":
+                def run_marlin():
+                    if not marlin:
+                        marlin.extend(w4.prepare(w, "marlin") for _, w in weights)
+                    return [w4.w4a16_linear(xs[c.k], c) for c in marlin]
+                runs["marlin"] = run_marlin
+            elif engine == "twin":
+                runs["twin"] = lambda: [ref.w4a16_linear(xs[q.shape[0] * 8], q, s, out=o)
+                                        for (q, s), o in zip(codes, outs)]
+            else:
+                raise SystemExit(f"--engines: unknown engine {engine!r} (bf16, triton, marlin)")
         row = {"m": M, "shape": a.shape, "layers": a.layers, "bytes_bf16": bytes_bf16, "bytes_w4": bytes_w4,
                "copy_ms": copy_ms, "copy_tbps": copy_tbps}
         for name, fn in runs.items():
@@ -135,16 +148,14 @@ def main(argv=None):
             row[f"{name}_ms"] = ms
             row[f"{name}_tbps"] = nbytes / ms / 1e9
             row[f"{name}_copy_frac"] = row[f"{name}_tbps"] / copy_tbps  # bytes moved per second, as the copy's
+            print(f"M={M:3d} {name}: {ms:.3f} ms, {row[f'{name}_copy_frac']:.2f} of the copy bandwidth", flush=True)
         rows.append(row)
         print(f"M={M:3d} " + " | ".join(f"{k[:-3]} {v:7.3f} ms" for k, v in row.items() if k.endswith("_ms")
                                         and k != "copy_ms") + f" | copy of the 4-bit bytes {copy_ms:.3f} ms "
               f"({copy_tbps:.2f} TB/s r+w)", flush=True)
-    doc = {**common.run_meta(dev), "torch": torch.__version__,
-           "note": "the weight GEMMs of one draft pass (every layer's qkv / o / gate_up / down, own weights) per "
-                   "engine, CUDA-graph replays; copy_frac = weight bytes per second / a device copy's bytes read + "
-                   "written per second, same run", "rows": rows}
+        if a.out:  # after every M: a run cut short keeps what it measured
+            common.write_json(a.out, {**meta, "rows": rows})
     if a.out:
-        common.write_json(a.out, doc)
         print(f"wrote {a.out}")
     return 0
 
