@@ -43,11 +43,11 @@ def _fa3_missing(dev) -> str:
     if torch.cuda.get_device_capability(dev) < FA3_MIN_CAPABILITY:
         return "FlashAttention-3 needs compute capability 9.0 or newer"
     try:
-        import sgl_kernel  # noqa: F401
-        import sgl_kernel.flash_attn  # noqa: F401
-        from sgl_kernel import merge_state_v2  # noqa: F401
+        from sgl_spec.patches import sglang
+
+        sglang().flash_attention()
     except ImportError as e:
-        return f"sgl_kernel's FlashAttention-3 does not import ({e})"
+        return f"SGLang's FlashAttention-3 does not import ({e})"
     return ""
 
 

@@ -118,3 +118,15 @@ def spec_logprobs(batch, logits_output, predict, accept_index) -> None:
     from sglang.srt.layers.logprob_processor import compute_spec_v2_logprobs
 
     compute_spec_v2_logprobs(batch, logits_output, predict, accept_index, accept_index.shape[1] - 1)
+
+
+def flash_attention():
+    """SGLang's FlashAttention-3 (``flash_attn_with_kvcache``, ``flash_attn_varlen_func``) and ``merge_state_v2``,
+    from sgl_kernel, as its FA3 backend imports them (the prefill's FA3 engine, extend_attention/fa3.py)."""
+    from types import SimpleNamespace
+
+    import sgl_kernel
+    from sgl_kernel.flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
+
+    return SimpleNamespace(flash_attn_with_kvcache=flash_attn_with_kvcache,
+                           flash_attn_varlen_func=flash_attn_varlen_func, merge_state_v2=sgl_kernel.merge_state_v2)

@@ -19,7 +19,7 @@ NAME = "0.5.23"
 # read-done event, and the model-runner attribute that carries it (sgl_spec/speculative/war_release.py)
 READ_DONE_RUNNER = "last_shared_read_runner"
 READ_DONE_EVENT = "shared_read_done_event"
-SOURCE = "quantspec"  # the source name of quantspec's declarations
+_SOURCE = "quantspec"  # the source name of quantspec's declarations
 _SA = "sglang.srt.server_args.ServerArgs"
 
 
@@ -75,7 +75,7 @@ def view(server_args):
 def declare(server_args, **fields) -> None:
     from sglang.srt.arg_groups.overrides import declare_resolution
 
-    declare_resolution(server_args, SOURCE, **fields)
+    declare_resolution(server_args, _SOURCE, **fields)
 
 
 assign = declare  # every setting is declared in 0.5.23, the speculative group's too
@@ -133,3 +133,16 @@ def spec_logprobs(batch, logits_output, predict, accept_index) -> None:
     from sglang.srt.layers.logprob_processor import compute_spec_logprobs
 
     compute_spec_logprobs(batch, logits_output, predict, accept_index=accept_index)
+
+
+def flash_attention():
+    """SGLang's FlashAttention-3 (``flash_attn_with_kvcache``, ``flash_attn_varlen_func``: sglang.kernels' loader,
+    sgl-kernel's build or the kernels-community one) and sgl_kernel's ``merge_state_v2``, as its FA3 backend imports
+    them (the prefill's FA3 engine, extend_attention/fa3.py)."""
+    from types import SimpleNamespace
+
+    from sgl_kernel import merge_state_v2
+    from sglang.kernels.ops.attention.flash_attention import flash_attn_varlen_func, flash_attn_with_kvcache
+
+    return SimpleNamespace(flash_attn_with_kvcache=flash_attn_with_kvcache,
+                           flash_attn_varlen_func=flash_attn_varlen_func, merge_state_v2=merge_state_v2)

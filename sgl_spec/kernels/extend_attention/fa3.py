@@ -14,11 +14,10 @@ before its own and its own page in full precision); FA3 computes in fp16 with fp
 the DECODE / TARGET_VERIFY kernels. The pure-torch twin is ``ref.py``.
 
 ``flash`` supplies ``flash_attn_with_kvcache``, ``flash_attn_varlen_func`` and ``merge_state_v2`` with
-sgl_kernel's signatures (default sgl_kernel's; the CPU tests pass a pure-torch stand-in of their semantics).
+sgl_kernel's signatures (default the installed SGLang's, sgl_spec/patches; the CPU tests pass a pure-torch stand-in
+of their semantics).
 """
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import torch
 
@@ -29,11 +28,9 @@ DTYPE = torch.float16
 
 
 def _sgl_flash():
-    import sgl_kernel
-    import sgl_kernel.flash_attn as fa
+    from sgl_spec.patches import sglang
 
-    return SimpleNamespace(flash_attn_with_kvcache=fa.flash_attn_with_kvcache,
-                           flash_attn_varlen_func=fa.flash_attn_varlen_func, merge_state_v2=sgl_kernel.merge_state_v2)
+    return sglang().flash_attention()
 
 
 def _rows_lse(lse: torch.Tensor, T: int, H: int) -> torch.Tensor:
