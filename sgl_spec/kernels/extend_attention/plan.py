@@ -27,22 +27,31 @@ def block_tokens(group: int, page_size: int, head_dim: int = 128) -> int:
     return max(16, min(page_size, rows // gp))
 
 
+def ranges(first: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Concatenated ``first[i] … first[i] + count[i] - 1`` over i (int64, host)."""
+    total = int(count.sum())
+    if total == 0:
+        return torch.zeros(0, dtype=torch.long)
+    ends = torch.cumsum(count, 0)
+    return torch.repeat_interleave(first - (ends - count), count, output_size=total) + torch.arange(total)
+
+
 def extend_plan(starts, lens, group: int, page_size: int, device, head_dim: int = 128) -> ExtendPlan:
     """Blocks of every request's new positions ``start … start+len-1``, cut at multiples of ``block_tokens`` (so at
     page boundaries too)."""
     block_t = block_tokens(group, page_size, head_dim)
-    row0, blocks, r = [], [], 0
-    for b, (s, n) in enumerate(zip(starts, lens)):
-        row0.append(r)
-        p = s
-        while p < s + n:
-            e = min(s + n, (p // block_t + 1) * block_t)
-            blocks.append((b, p, e))
-            p = e
-        r += n
-    tensor = torch.tensor([list(starts), row0], dtype=torch.int32).to(device, non_blocking=True)
-    blk = torch.tensor(blocks, dtype=torch.int32).reshape(-1, 3).to(device, non_blocking=True)
-    return ExtendPlan(tensor[0], tensor[1], blk, block_t, tuple(starts), tuple(lens), tuple(row0))
+    s = torch.tensor(list(starts), dtype=torch.long)
+    n = torch.tensor(list(lens), dtype=torch.long)
+    e = s + n
+    row0 = torch.cumsum(n, 0) - n
+    count = torch.where(n > 0, (e - 1) // block_t - s // block_t + 1, 0)
+    blk_b = torch.repeat_interleave(torch.arange(s.numel()), count)
+    blk_j = ranges(s // block_t, count)
+    first, end = torch.maximum(s[blk_b], blk_j * block_t), torch.minimum(e[blk_b], (blk_j + 1) * block_t)
+    blocks = torch.stack([blk_b, first, end], 1)
+    tensor = torch.stack([s, row0]).to(torch.int32).to(device, non_blocking=True)
+    blk = blocks.to(torch.int32).reshape(-1, 3).to(device, non_blocking=True)
+    return ExtendPlan(tensor[0], tensor[1], blk, block_t, tuple(starts), tuple(lens), tuple(row0.tolist()))
 
 
 @dataclass(frozen=True)
@@ -74,15 +83,6 @@ class PagedPlan:
     b_max_k: int  # keys of the longest part B segment (≤ 2P)
     n8: int  # pages of the copy
     b_keys: int  # keys of the gathered part B buffer
-
-
-def ranges(first: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """Concatenated ``first[i] … first[i] + count[i] - 1`` over i (int64, host)."""
-    total = int(count.sum())
-    if total == 0:
-        return torch.zeros(0, dtype=torch.long)
-    ends = torch.cumsum(count, 0)
-    return torch.repeat_interleave(first - (ends - count), count, output_size=total) + torch.arange(total)
 
 
 def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedPlan:
