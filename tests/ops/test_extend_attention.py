@@ -203,7 +203,8 @@ def test_paged_plan_splits_the_view_into_disjoint_parts(batch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128)])
+@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128), (5, 128, 64), (6, 64, 64), (7, 128, 64),
+                                   (8, 128, 64)])
 def test_fa3_engine_on_gpu(G, D, P):
     """sgl_kernel's FA3 on CUDA against the twin (fp32 on the same inputs), bf16 model tensors."""
     starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
