@@ -66,8 +66,9 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
         got = "torch"
     else:
         got = want or "fa3"
-        if got == "fa3" and _fa3_missing(dev):
-            logger.info("quantspec prefill attention: triton (%s)", _fa3_missing(dev))
+        missing = _fa3_missing(dev) if got == "fa3" else ""
+        if missing:
+            logger.info("quantspec prefill attention: triton (%s)", missing)
             got = "triton"
     if want:
         logger.warning("%s=%s (benchmarking knob): EXTEND attention engine %s", PREFILL_ENV, want, got)
