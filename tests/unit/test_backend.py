@@ -379,3 +379,31 @@ def test_prefill_engine_knob(monkeypatch):
     monkeypatch.setenv(PREFILL_ENV, "flash")
     with pytest.raises(ValueError, match="fa3, triton, torch"):
         prefill_engine("cpu")
+
+
+@pytest.mark.parametrize("cap,fa3_imports,want", [((9, 0), True, "fa3"), ((9, 0), False, "triton"),
+                                                  ((8, 0), True, "triton")])
+def test_prefill_engine_default_on_cuda(monkeypatch, cap, fa3_imports, want):
+    """CUDA's EXTEND engine: FA3 on sm_90+ where SGLang's FlashAttention-3 imports, else Triton; deterministic
+    inference keeps the torch path; the knob still forces an engine."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from sgl_spec.kernels import engine
+
+    def flash_attention():
+        if not fa3_imports:
+            raise ImportError("no sgl_kernel")
+        return SimpleNamespace()
+
+    monkeypatch.delenv(engine.PREFILL_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda dev=None: cap)
+    import sgl_spec.patches as patches
+
+    monkeypatch.setattr(patches, "sglang", lambda: SimpleNamespace(flash_attention=flash_attention))
+    assert engine.prefill_engine("cuda") == want
+    assert engine.prefill_engine("cuda", batch_invariant=True) == "torch"
+    monkeypatch.setenv(engine.PREFILL_ENV, "torch")
+    assert engine.prefill_engine("cuda") == "torch"
+
