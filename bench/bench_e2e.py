@@ -144,9 +144,6 @@ class Clock:
         self.rate = r if self.rate is None else max(self.rate, r)
 
 
-SIMULATE_ENV = e2e_server.SIMULATE_ENV
-
-
 def _row_base(a, device, model, mode, gamma, ctx, b):
     sim = a.simulate_accept is not None and e2e_server.MODES[mode]["spec"]
     return {"kind": "e2e_sim" if sim else "e2e", "device": device, "model": model, "mode": mode, "gamma": gamma,
@@ -328,7 +325,7 @@ def _summary(doc, device, model):
 def main(argv=None):
     a = parse_args(argv)
     if a.simulate_accept is not None:  # the servers inherit this environment (bench/common.py gpu_env)
-        os.environ[SIMULATE_ENV] = str(a.simulate_accept)
+        os.environ[e2e_server.SIMULATE_ENV] = str(a.simulate_accept)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.continue_from and not (a.out / "e2e.json").exists() and Path(a.continue_from).exists():
         e2e_results.save(e2e_results.load(a.continue_from), a.out / "e2e.json")

@@ -34,7 +34,7 @@ from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
 from sgl_spec.kernels.extend_attention import (ExtendPlan, PagedPlan, extend_attention, extend_plan, paged_plan,
-                                               ranges)
+                                               spans)
 from sgl_spec.kernels.extend_attention import fa3 as extend_fa3
 from sgl_spec.kvcache.prefill import extend_attention as extend_one
 from sgl_spec.patches import sglang
@@ -275,7 +275,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         if starts is None or lens is None:  # SGLang's gpu-only extend path leaves the host mirrors unset
             starts, lens = fb.extend_prefix_lens.tolist(), fb.extend_seq_lens.tolist()
         starts, lens = [int(x) for x in starts], [int(x) for x in lens]
-        B, T = len(lens), sum(lens)
+        T = sum(lens)
         dev = fb.req_pool_indices.device
         slots = fb.req_pool_indices.long()
         page_table = self.page_table(slots)
@@ -285,8 +285,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         s_t, n_t = torch.tensor(starts, dtype=torch.long), torch.tensor(lens, dtype=torch.long)
         row0_t = torch.cumsum(n_t, 0) - n_t
         done = (s_t + n_t) // P - s_t // P
-        pg_b = torch.repeat_interleave(torch.arange(B), done)
-        pg_j = ranges(s_t // P, done)
+        pg_b, pg_j = spans(s_t // P, done)
         split = pg_j * P < s_t[pg_b]
         whole = ~split
         row0 = row0_t.tolist()
@@ -296,17 +295,16 @@ class QuantSpecAttnBackend(_attention_backend_base()):
                              torch.cat([pg_j[whole], pg_j[split]]).to(dev)]
         # Ring: keep the last R pages of each request (later forwards read only those); the rest go to trash slot 0.
         pos = fb.positions.long()
-        lens_t = torch.tensor(lens, dtype=torch.long, device=dev)
+        lens_t = n_t.to(dev, non_blocking=True)
         tok_slot = torch.repeat_interleave(slots, lens_t, output_size=T)
-        tok_end = torch.repeat_interleave(torch.tensor([s + n for s, n in zip(starts, lens)], device=dev),
-                                          lens_t, output_size=T)
+        tok_end = torch.repeat_interleave((s_t + n_t).to(dev, non_blocking=True), lens_t, output_size=T)
         keep = torch.div(pos, P, rounding_mode="floor") >= torch.div(tok_end - 1, P, rounding_mode="floor") - (R - 1)
         tok = _Tokens(
             w_row=ring_rows(torch.where(keep, tok_slot, torch.zeros_like(tok_slot)), pos, P, R),
             q_rows=rows.to(dev, non_blocking=True),
             q_pages=q_pages.to(torch.int32),
         )
-        ring = torch.tensor([(x // P) % R for x in starts], dtype=torch.long).to(dev, non_blocking=True)
+        ring = ((s_t // P) % R).to(dev, non_blocking=True)
         plan = (extend_plan(starts, lens, self._group, P, dev, self.token_to_kv_pool.head_dim)
                 if self.prefill_engine == "triton" else None)
         paged = paged_plan(starts, lens, page_table, P) if self.prefill_engine == "fa3" else None

@@ -250,14 +250,15 @@ def test_smoke_run_end_to_end(tmp_path):
 
 def test_simulated_acceptance_rows_and_env_name():
     """--simulate-accept: spec rows are kind e2e_sim with alpha_sim and draft_weights; the stock row stays e2e; the
-    environment name is the worker's."""
+    environment names are the plugin's."""
     import types
 
     import bench_e2e
 
+    from sgl_spec.kernels.engine import PREFILL_ENV
     from sgl_spec.speculative.accept import SIMULATE_ENV
 
-    assert bench_e2e.SIMULATE_ENV == SIMULATE_ENV
+    assert (e2e_server.SIMULATE_ENV, e2e_server.PREFILL_ENV) == (SIMULATE_ENV, PREFILL_ENV)
     a = types.SimpleNamespace(gen=8, temperature=0.0, shared_prefix=False, simulate_accept=0.9, extra="",
                               spec_extra="--quantspec-draft-weights int4")
     spec = bench_e2e._row_base(a, "H200", "llama3-8b-dummy", "spec-auto", 12, 32768, 1)

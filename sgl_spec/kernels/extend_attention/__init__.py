@@ -4,7 +4,7 @@ the pure-torch twin in ``ref.py``, the batch layouts in ``plan.py``. Which engin
 sgl_spec/kernels/engine.py's ``prefill_engine``."""
 from sgl_spec.kernels.engine import use_triton
 from sgl_spec.kernels.extend_attention.plan import (ExtendPlan, PagedPlan, block_tokens, extend_plan,  # noqa: F401
-                                                    paged_plan, ranges)
+                                                    paged_plan, spans)
 
 
 def extend_attention(q, *args, **kw):

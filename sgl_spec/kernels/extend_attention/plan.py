@@ -36,6 +36,11 @@ def ranges(first: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     return torch.repeat_interleave(first - (ends - count), count, output_size=total) + torch.arange(total)
 
 
+def spans(first: torch.Tensor, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(i, v) for every ``v`` in ``first[i] … first[i] + count[i] - 1``, over i in order (int64, host)."""
+    return torch.repeat_interleave(torch.arange(count.numel()), count), ranges(first, count)
+
+
 def extend_plan(starts, lens, group: int, page_size: int, device, head_dim: int = 128) -> ExtendPlan:
     """Blocks of every request's new positions ``start … start+len-1``, cut at multiples of ``block_tokens`` (so at
     page boundaries too)."""
@@ -45,8 +50,7 @@ def extend_plan(starts, lens, group: int, page_size: int, device, head_dim: int 
     e = s + n
     row0 = torch.cumsum(n, 0) - n
     count = torch.where(n > 0, (e - 1) // block_t - s // block_t + 1, 0)
-    blk_b = torch.repeat_interleave(torch.arange(s.numel()), count)
-    blk_j = ranges(s // block_t, count)
+    blk_b, blk_j = spans(s // block_t, count)
     first, end = torch.maximum(s[blk_b], blk_j * block_t), torch.minimum(e[blk_b], (blk_j + 1) * block_t)
     blocks = torch.stack([blk_b, first, end], 1)
     tensor = torch.stack([s, row0]).to(torch.int32).to(device, non_blocking=True)
@@ -103,13 +107,11 @@ def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedP
     width = max(1, int(need.max()) if B else 1)
     col = torch.arange(width)
     table = torch.where(col[None] < need[:, None], base[:, None] + col[None], 0).to(torch.int32)
-    dq_b = torch.repeat_interleave(torch.arange(B), need, output_size=n8)
-    dq_j = ranges(torch.zeros(B, dtype=torch.long), need)
+    dq_b, dq_j = spans(torch.zeros(B, dtype=torch.long), need)
     # part B: one segment per (request, page its new positions touch), keys [INT8 page j-1 ; ring ; new rows]
-    first_j, pages = s // P, torch.where(live, (e - 1) // P - s // P + 1, 0)
-    S = int(pages.sum())
-    seg_b = torch.repeat_interleave(torch.arange(B), pages, output_size=S)
-    seg_j = ranges(first_j, pages)
+    pages = torch.where(live, (e - 1) // P - s // P + 1, 0)
+    seg_b, seg_j = spans(s // P, pages)
+    S = seg_b.numel()
     t0 = torch.maximum(s[seg_b], seg_j * P)
     t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
     n_i8 = torch.where(seg_j > 0, P, 0)
@@ -124,7 +126,7 @@ def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedP
     zero = torch.zeros(1, dtype=torch.long)
     b_cu_q = torch.cat([zero, torch.cumsum(n_new, 0)])
     b_cu_k = torch.cat([zero, torch.cumsum(seg_keys, 0)])
-    dq = (page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev))
+    dq = page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev)
     to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
     i32 = lambda x: to(x.to(torch.int32))  # noqa: E731
     return PagedPlan(
