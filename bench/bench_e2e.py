@@ -157,15 +157,15 @@ def _row_base(a, device, model, mode, gamma, ctx, b):
 
 def server_args(a, ctx_info, mode, gamma, max_b, max_ctx, mem_fraction) -> list[str]:
     """The launch arguments of one mode's server for a grid up to ``max_b`` requests of ``max_ctx`` tokens."""
-    dummy = ctx_info[3]
+    dummy, max_pos = ctx_info[3], ctx_info[4].get("max_position_embeddings")
     if a.device == "cpu":
         args = e2e_server.cpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
-                                   quant=e2e_server.MODES[mode]["quant"])
+                                   quant=e2e_server.MODES[mode]["quant"], max_pos=max_pos)
         if mode == "spec-topk":
             args += ["--quantspec-min-pages", "1"]
     else:
         args = e2e_server.gpu_args(max_ctx=max_ctx, gen=a.gen, gamma=gamma, max_batch=max_b, dummy=dummy,
-                                   chunk=a.chunk, mem_fraction=mem_fraction)
+                                   chunk=a.chunk, mem_fraction=mem_fraction, max_pos=max_pos)
     spec_extra = shlex.split(a.spec_extra) if e2e_server.MODES[mode]["quant"] else []
     return args + e2e_server.mode_args(mode, gamma) + shlex.split(a.extra) + spec_extra
 

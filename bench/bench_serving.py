@@ -100,20 +100,24 @@ def run_client(a, url, tokenizer, cfg, dataset, work: Path) -> dict:
             "client_wall_s": time.monotonic() - t0, "client_command": shlex.join(cmd)}
 
 
-def server_args(a, mode: str, dummy: bool) -> list[str]:
+def server_args(a, mode: str, dummy: bool, max_pos: int | None = None) -> list[str]:
     spec = e2e_server.MODES[mode]
     if a.device == "cpu":
         base = e2e_server.cpu_args(max_ctx=a.ctx, gen=a.output_len, gamma=a.gamma or 4, max_batch=a.max_running,
-                                   dummy=dummy, quant=spec["quant"])
+                                   dummy=dummy, quant=spec["quant"], max_pos=max_pos)
     else:
         base = e2e_server.gpu_args(max_ctx=a.ctx, gen=a.output_len, gamma=a.gamma or 12, max_batch=a.max_running,
-                                   dummy=dummy, chunk=a.chunk, mem_fraction=a.mem_fraction)
+                                   dummy=dummy, chunk=a.chunk, mem_fraction=a.mem_fraction, max_pos=max_pos)
     base = [x for x in base if x != "--skip-tokenizer-init"]  # the client sends text
     args = list(spec["args"])
     if spec["spec"] and a.gamma:
         args += ["--speculative-num-steps", str(a.gamma)]
     extra = shlex.split(a.extra) + (shlex.split(a.spec_extra) if spec["quant"] else [])
     return base + args + extra
+
+
+def _fmt(v, digits: int = 1) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def attach_stock(rows: list) -> None:
@@ -143,6 +147,8 @@ def main(argv=None):
     ap.add_argument("--mem-fraction", type=float, default=0.85)
     ap.add_argument("--extra", default="", help="more arguments for every server")
     ap.add_argument("--spec-extra", default="", help="more arguments for the quantspec servers only")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="skip the unrecorded wave of the first configuration each server gets before measuring")
     ap.add_argument("--simulate-accept", type=float, default=None, help="random-weight models (SGL_SPEC_SIMULATE_ACCEPT)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--site", default="/tmp/site")
@@ -176,9 +182,13 @@ def main(argv=None):
     out_json = a.out / f"serving_{name}.json"
     for mode in modes:
         spec = e2e_server.MODES[mode]
-        with e2e_server.launch(server_args(a, mode, dummy), device=a.device, log_dir=work, model_dir=path,
-                               site=a.site) as srv:
+        with e2e_server.launch(server_args(a, mode, dummy, e2e_server.max_positions(path)), device=a.device,
+                               log_dir=work, model_dir=path, site=a.site) as srv:
             version = srv.info().get("version")
+            if a.warmup:  # one unrecorded wave of the first configuration: JIT and allocator warm-up off the books
+                first = configs[0]
+                run_client(a, srv.url, path, {**first, "num_prompts": min(first["num_prompts"],
+                                                                          first["concurrency"])}, dataset, work)
             for cfg in configs:
                 r = run_client(a, srv.url, path, cfg, dataset, work)
                 row = {"kind": "serving", "device": meta["device"], "model": name, "mode": mode, "ctx": a.ctx,
@@ -189,8 +199,8 @@ def main(argv=None):
                        "server_startup_s": srv.startup_s, **r}
                 rows.append(row)
                 print(f"[serving] {mode:9s} rate {cfg['request_rate']:>4} conc {cfg['concurrency']:3d} "
-                      f"n {cfg['num_prompts']:4d}: {row['status']} ttft p50 {row.get('ttft_p50_ms')} ms, tpot "
-                      f"{row.get('tpot_ms')} ms, out {row.get('output_tok_per_s')} tok/s", flush=True)
+                      f"n {cfg['num_prompts']:4d}: {row['status']} ttft p50 {_fmt(row.get('ttft_p50_ms'))} ms, tpot "
+                      f"{_fmt(row.get('tpot_ms'), 2)} ms, out {_fmt(row.get('output_tok_per_s'))} tok/s", flush=True)
                 attach_stock(rows)
                 common.write_json(out_json, {"meta": meta, "rows": rows})
     print(f"[serving] wrote {out_json}")

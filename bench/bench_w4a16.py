@@ -75,8 +75,10 @@ def main(argv=None):
     ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--m", type=ints, default=[1, 8, 32])
-    ap.add_argument("--triton-configs", default="16:512:3:4,32:512:3:4,32:256:4:4,64:512:3:4,64:512:4:8,32:1024:2:4",
-                    help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS, comma-separated")
+    ap.add_argument("--triton-configs", default="64:512:2:4,32:512:2:4,64:256:2:4,128:256:2:4,64:512:2:8,"
+                    "64:512:2:4:gemv,32:256:2:4:dot",
+                    help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS[:PATH] (PATH auto, gemv "
+                         "or dot; K splits as the launcher chooses), comma-separated")
     ap.add_argument("--engines", default="bf16,triton,marlin", help="GPU engines, timed in this order (Marlin's JIT "
                     "build comes at its first use)")
     ap.add_argument("--reps", type=int, default=7)
@@ -96,7 +98,8 @@ def main(argv=None):
     if "triton" in wanted:
         from sgl_spec.kernels.w4a16_linear import triton as wt
 
-        configs = [tuple(int(v) for v in c.split(":")) for c in a.triton_configs.split(",") if c]
+        configs = [tuple(int(v) for v in c.split(":")[:4]) + ((c.split(":") + ["auto"])[4],)
+                   for c in a.triton_configs.split(",") if c]
         tiles = {bn: [wt.prepare(q, s, block_n=bn) for q, s in codes] for bn in {c[0] for c in configs}}
     marlin = []  # built at first use: SGLang JIT-compiles its Marlin kernels then
     bytes_bf16 = sum(w.nbytes for _, w in weights)
@@ -119,11 +122,11 @@ def main(argv=None):
                 runs["bf16"] = lambda: [torch.nn.functional.linear(xs[w.shape[1]], w, out=o)
                                         for (_, w), o in zip(weights, outs)]
             elif engine == "triton":
-                for bn, bk, stages, warps in configs:
-                    runs[f"triton_{bn}x{bk}s{stages}w{warps}"] = (
-                        lambda bn=bn, bk=bk, stages=stages, warps=warps: [
-                            wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps)
-                            for t, o in zip(tiles[bn], outs)])
+                for bn, bk, stages, warps, path in configs:
+                    runs[f"triton_{bn}x{bk}s{stages}w{warps}{'' if path == 'auto' else '_' + path}"] = (
+                        lambda bn=bn, bk=bk, stages=stages, warps=warps, path=path: [
+                            wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps,
+                                            path=path) for t, o in zip(tiles[bn], outs)])
             elif engine == "marlin":
                 def run_marlin():
                     if not marlin:

@@ -107,13 +107,26 @@ def mode_args(mode: str, gamma: int) -> list[str]:
     return args
 
 
-def context_length(max_ctx: int, gen: int, gamma: int, page: int = 64) -> int:
+def context_length(max_ctx: int, gen: int, gamma: int, page: int = 64, max_positions: int | None = None) -> int:
+    """Rounded up to 1 Ki, but never past the model's ``max_position_embeddings`` (SGLang refuses a longer one)."""
     need = max_ctx + gen + gamma + 1 + page
-    return -(-need // 1024) * 1024
+    rounded = -(-need // 1024) * 1024
+    if max_positions is None or rounded <= max_positions:
+        return rounded
+    if need - page > max_positions:
+        raise ValueError(f"{max_ctx} prompt + {gen} generated + {gamma + 1} verify tokens exceed the model's "
+                         f"{max_positions} positions: lower the context or --gen")
+    return max_positions
 
 
-def gpu_args(*, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> list[str]:
-    args = ["--context-length", str(context_length(max_ctx, gen, gamma)),
+def max_positions(model_dir) -> int | None:
+    """The model's ``max_position_embeddings`` (config.json), None for a built-in shape without one."""
+    cfg = Path(model_dir) / "config.json"
+    return json.loads(cfg.read_text()).get("max_position_embeddings") if cfg.is_file() else None
+
+
+def gpu_args(*, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction, max_pos=None) -> list[str]:
+    args = ["--context-length", str(context_length(max_ctx, gen, gamma, max_positions=max_pos)),
             "--max-running-requests", str(max_batch + 2), "--cuda-graph-max-bs-decode", str(max(max_batch, 1)),
             "--chunked-prefill-size", str(chunk), "--max-prefill-tokens", str(chunk),
             "--mem-fraction-static", str(mem_fraction), "--disable-prefill-cuda-graph",
@@ -122,9 +135,9 @@ def gpu_args(*, max_ctx, gen, gamma, max_batch, dummy, chunk, mem_fraction) -> l
     return args + (["--load-format", "dummy"] if dummy else [])
 
 
-def cpu_args(*, max_ctx, gen, gamma, max_batch, dummy, quant) -> list[str]:
+def cpu_args(*, max_ctx, gen, gamma, max_batch, dummy, quant, max_pos=None) -> list[str]:
     """On top of harness.DEFAULT_ARGS (torch_native, 4096-token pool, 16 slots, no warmup)."""
-    args = ["--dtype", "float32", "--context-length", str(context_length(max_ctx, gen, gamma, 32)),
+    args = ["--dtype", "float32", "--context-length", str(context_length(max_ctx, gen, gamma, 32, max_pos)),
             "--max-running-requests", str(max_batch + 2), "--chunked-prefill-size", "256",
             "--skip-tokenizer-init", "--incremental-streaming-output", "--decode-log-interval", "2"]
     if quant:  # several pages per prompt at smoke lengths, and a real top-k choice among them

@@ -9,7 +9,8 @@
 * ``gluon_page_size_error``: the startup check of ``--page-size`` against ``... gluon``, before any device exists;
 * ``gluon_device_support``: the machine the Gluon kernels run on;
 * ``prefill_engine``: the EXTEND attention's engine (FA3, else Triton on CUDA; torch on the CPU).
-* ``w4a16_engine``: the 4-bit draft weights' GEMM (SGLang's Marlin on CUDA, the pure-torch twin elsewhere).
+* ``w4a16_engine``: the 4-bit draft weights' GEMM (SGLang's Marlin on CUDA, the pure-torch twin elsewhere;
+  ``SGL_SPEC_W4A16=triton`` takes our split-K Triton kernel instead, benchmarking).
 The shapes each Gluon kernel covers stay beside its layouts (draft_decode/launch.py ``gluon_draft_shapes``,
 verify_attention/gluon_rules.py ``gluon_verify_shapes``, ``auto_min_pairs``, ``GLUON_MAX_ROWS``).
 """
@@ -78,13 +79,24 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
 MARLIN_MIN_CAPABILITY = (8, 0)  # SGLang's Marlin W4A16 GEMM: Ampere and later
 
 
+W4A16_ENV = "SGL_SPEC_W4A16"  # benchmarking: "marlin" | "triton" | "torch", forces the draft weights' GEMM
+W4A16_ENGINES = ("marlin", "triton", "torch")
+
+
 def w4a16_engine(device) -> tuple[str, str]:
     """(engine, why not Marlin) of ``w4a16_linear`` on ``device``: "marlin" (SGLang's own W4A16 GEMM) on a CUDA
     device of compute capability 8.0+ where SGLang's Marlin imports, else "torch" (dequantize + matmul: the CPU path,
-    correct but no faster than the model's own weights)."""
+    correct but no faster than the model's own weights). ``SGL_SPEC_W4A16`` forces "triton" (w4a16_linear/triton.py)
+    or another engine on CUDA (benchmarking)."""
+    want = os.environ.get(W4A16_ENV, "")
+    if want and want not in W4A16_ENGINES:
+        raise ValueError(f"{W4A16_ENV} must be one of {', '.join(W4A16_ENGINES)}, got {want!r}")
     dev = torch.device(device)
     if dev.type != "cuda":
         return "torch", "not a CUDA device"
+    if want and want != "marlin":
+        logger.warning("%s=%s (benchmarking knob): draft weights' GEMM %s", W4A16_ENV, want, want)
+        return want, "" if want == "triton" else f"{W4A16_ENV}={want}"
     if torch.cuda.get_device_capability(dev) < MARLIN_MIN_CAPABILITY:
         return "torch", "Marlin needs compute capability 8.0 or newer"
     try:

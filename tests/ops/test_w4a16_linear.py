@@ -73,11 +73,15 @@ def test_marlin_engine_matches_twin(M, N, K):
 
 # ---- Triton engine (triton.py): against the twin under the interpreter (small shapes), compiled on the GPU ------
 @pytest.mark.interp
-@pytest.mark.parametrize("M,N,K,bias,bn,bk", [(1, 64, 128, False, 32, 512), (3, 100, 256, True, 16, 512),
-                                              (17, 64, 384, False, 64, 256), (2, 48, 512, True, 32, 256)])
-def test_triton_engine_matches_twin(M, N, K, bias, bn, bk):
-    """fp16 operands (the kernel dequantizes to x's dtype), fp32 accumulation: 1e-2 relative to the output scale.
-    Odd N pads the last column block; K = 384 takes one group an iteration, 512 at bk = 256 two iterations."""
+@pytest.mark.parametrize("M,N,K,bias,bn,bk,path,splits", [
+    (1, 64, 128, False, 32, 512, "gemv", None), (3, 100, 256, True, 16, 128, "gemv", 2),
+    (1, 48, 1024, True, 16, 256, "auto", None), (17, 64, 384, False, 64, 256, "dot", None),
+    (2, 48, 512, True, 32, 256, "dot", 2), (5, 40, 512, False, 16, 128, "auto", 4)])
+def test_triton_engine_matches_twin(M, N, K, bias, bn, bk, path, splits):
+    """fp16 operands, fp32 accumulation: 1e-2 relative to the output scale (the dot path rounds the dequantized
+    weight to fp16; the GEMV path multiplies in fp32). Odd N pads the last column block; K = 384 takes one group an
+    iteration; splits over K (given, or chosen for the interpreter's 4 "SMs") reduce through the workspace, which
+    leaves the counters at zero and gives the same bits on a second launch."""
     from sgl_spec.kernels.w4a16_linear import triton as wt
 
     g = torch.Generator().manual_seed(M * N)
@@ -88,10 +92,13 @@ def test_triton_engine_matches_twin(M, N, K, bias, bn, bk):
     x = torch.randn(M, K, generator=g).half()
     b = torch.randn(N, generator=g).half() if bias else None
     out = torch.full((M, N), float("nan"), dtype=torch.float16)
-    got = wt.w4a16_linear(x, tw, b, out=out, block_k_max=bk)
+    got = wt.w4a16_linear(x, tw, b, out=out, block_k_max=bk, path=path, splits=splits)
     assert got is out and not torch.isnan(got).any()
     want = ref.w4a16_linear(x.float(), q, s, None if b is None else b.float())
     torch.testing.assert_close(got.float(), want, atol=1e-2 * float(want.abs().max()), rtol=1e-2)
+    assert int(wt.scratch("cpu")[1].abs().sum()) == 0
+    again = wt.w4a16_linear(x, tw, b, block_k_max=bk, path=path, splits=splits)
+    assert torch.equal(again, got)
 
 
 def test_triton_layout_and_checks():
@@ -101,19 +108,27 @@ def test_triton_layout_and_checks():
     tw = wt.prepare(q, s, block_n=16)
     assert torch.equal(tw.tiles[1, :, 3], q[:, 19]) and torch.equal(tw.tiles[2, :, 8:], torch.zeros(32, 8, dtype=torch.int32))
     assert wt.block_k(4096) == 512 and wt.block_k(384) == 128 and wt.block_k(14336) == 512 and wt.block_k(768) == 256
+    # o_proj of an 8B model on 132 SMs: 64 column blocks need 8 splits for 8 programs an SM; gate_up's 448 need 4
+    assert wt.split_k(4096, 512, 64, 1, 4096, 132) == 8 and wt.split_k(4096, 512, 448, 1, 28672, 132) == 4
+    assert wt.split_k(14336, 512, 64, 1, 4096, 132) == 14  # the divisor of 28 iterations past the target
+    assert wt.dot_stages(64, 512, 32, 3) == 1 and wt.dot_stages(16, 512, 32, 3) == 2  # shared memory caps stages
     with pytest.raises(ValueError, match="block_n"):
         wt.prepare(q, s, block_n=24)
     with pytest.raises(ValueError, match="fp16 / bf16"):
         wt.w4a16_linear(torch.randn(1, 256), tw)
     with pytest.raises(ValueError, match="bias"):
         wt.w4a16_linear(torch.randn(1, 256).half(), tw, bias=torch.zeros(41).half())
+    with pytest.raises(ValueError, match="path"):
+        wt.w4a16_linear(torch.randn(1, 256).half(), tw, path="mma")
+    with pytest.raises(ValueError, match="splits"):
+        wt.w4a16_linear(torch.randn(1, 256).half(), tw, block_k_max=128, splits=3)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("M", [1, 8, 33, 64])
+@pytest.mark.parametrize("M,path", [(1, "auto"), (3, "auto"), (8, "gemv"), (8, "dot"), (33, "auto"), (64, "auto")])
 @pytest.mark.parametrize("N,K", [(4096, 4096), (6144, 4096), (1024, 14336), (100, 256)])
 @pytest.mark.parametrize("bn", [16, 32, 64])
-def test_triton_engine_matches_twin_on_gpu(M, N, K, bn):
+def test_triton_engine_matches_twin_on_gpu(M, path, N, K, bn):
     from sgl_spec.kernels.w4a16_linear import triton as wt
 
     g = torch.Generator(device="cuda").manual_seed(M)
@@ -121,7 +136,33 @@ def test_triton_engine_matches_twin_on_gpu(M, N, K, bn):
     x = torch.randn(M, K, generator=g, device="cuda").to(torch.bfloat16)
     q, s = ref.quantize(w)
     out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-    got = wt.w4a16_linear(x, wt.prepare(q, s, block_n=bn), out=out)
+    tw = wt.prepare(q, s, block_n=bn)
+    got = wt.w4a16_linear(x, tw, out=out, path=path)
     want = ref.w4a16_linear(x.float(), q, s)
     assert not torch.isnan(got).any()
+    assert torch.equal(wt.w4a16_linear(x, tw, path=path), got)  # the split-K reduction is deterministic
+    assert int(wt.scratch("cuda")[1].abs().sum()) == 0
     torch.testing.assert_close(got.float(), want, atol=2e-2 * float(want.abs().max()), rtol=2e-2)
+
+
+@pytest.mark.interp
+def test_triton_engine_through_the_op():
+    """prepare(w, "triton") keeps only the Triton layout; the op dispatches to it (as draft_weights.py calls it)."""
+    g = torch.Generator().manual_seed(5)
+    w = (torch.randn(72, 256, generator=g) * 0.05).half()
+    x = torch.randn(2, 256, generator=g).half()
+    tw, twin = w4.prepare(w, "triton"), w4.prepare(w, "torch")
+    assert tw.triton is not None and tw.qweight.numel() == 0 and tw.nbytes == tw.triton.nbytes
+    got = w4.w4a16_linear(x, tw)
+    want = w4.w4a16_linear(x.float(), twin)
+    torch.testing.assert_close(got.float(), want, atol=1e-2 * float(want.abs().max()), rtol=1e-2)
+
+
+def test_engine_knob(monkeypatch):
+    from sgl_spec.kernels import engine
+
+    monkeypatch.setenv(engine.W4A16_ENV, "cutlass")
+    with pytest.raises(ValueError, match="SGL_SPEC_W4A16 must be one of"):
+        engine.w4a16_engine("cpu")
+    monkeypatch.setenv(engine.W4A16_ENV, "triton")
+    assert engine.w4a16_engine("cpu") == ("torch", "not a CUDA device")  # the CPU always takes the twin

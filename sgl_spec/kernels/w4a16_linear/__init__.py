@@ -1,6 +1,7 @@
 """``w4a16_linear``: ``x @ w.T (+ bias)`` with w held as 4-bit codes and one scale per 128 input channels (the draft
 passes' copy of the model's linear weights, sgl_spec/speculative/draft_weights.py); contract in docs/CONTRACTS.md.
-The format and the pure-torch twin are ``ref.py``; the GPU engine is SGLang's Marlin GEMM (``marlin.py``). Which
+The format and the pure-torch twin are ``ref.py``; the GPU engine is SGLang's Marlin GEMM (``marlin.py``), with our
+split-K Triton kernel (``triton.py``) beside it. Which
 engine runs is sgl_spec/kernels/engine.py's ``w4a16_engine``, decided when the weight is prepared."""
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ class W4Weight:
     n: int
     k: int
     marlin: Optional[object] = None  # marlin.MarlinWeight
+    triton: Optional[object] = None  # triton.TritonWeight
 
     @property
     def nbytes(self) -> int:
         if self.marlin is not None:
             return self.marlin.qweight.nbytes + self.marlin.scales.nbytes + self.marlin.workspace.nbytes
+        if self.triton is not None:
+            return self.triton.nbytes
         return self.qweight.nbytes + self.scales.nbytes
 
 
@@ -42,7 +46,7 @@ def supported(n: int, k: int, engine: str) -> str:
 
 
 def prepare(w: torch.Tensor, engine: str) -> W4Weight:
-    """The 4-bit copy of ``w [N, K]`` for ``engine`` ("marlin" or "torch"); w itself is left unchanged."""
+    """The 4-bit copy of ``w [N, K]`` for ``engine`` ("marlin", "triton" or "torch"); w itself is left unchanged."""
     n, k = w.shape
     why = supported(n, k, engine)
     if why:
@@ -54,6 +58,11 @@ def prepare(w: torch.Tensor, engine: str) -> W4Weight:
 
         out.marlin = marlin.prepare(qweight, scales)
         out.qweight, out.scales = qweight[:0], scales[:0]  # the Marlin layout is the copy kept on the device
+    elif engine == "triton":
+        from sgl_spec.kernels.w4a16_linear import triton as wt
+
+        out.triton = wt.prepare(qweight, scales)
+        out.qweight, out.scales = qweight[:0], scales[:0]
     return out
 
 
@@ -67,4 +76,8 @@ def w4a16_linear(x: torch.Tensor, w: W4Weight, bias: Optional[torch.Tensor] = No
         from sgl_spec.kernels.w4a16_linear import marlin
 
         return marlin.w4a16_linear(x, w.marlin, bias, out)
+    if w.triton is not None:
+        from sgl_spec.kernels.w4a16_linear import triton as wt
+
+        return wt.w4a16_linear(x, w.triton, bias, out)
     return ref.w4a16_linear(x, w.qweight, w.scales, bias, out)
