@@ -134,6 +134,21 @@ def test_gpu_server_args_fit_the_grid():
     assert e2e_server.mode_args("bf16", 3) == []
 
 
+def test_context_length_stays_within_the_models_positions(tmp_path):
+    """SmolLM2 (8192 positions) at 7680 + 448: rounding up would ask 9216, which SGLang refuses; too long a grid is
+    an error naming what to lower."""
+    assert e2e_server.context_length(7680, 448, 9) == 9216
+    assert e2e_server.context_length(7680, 448, 9, max_positions=8192) == 8192
+    assert e2e_server.context_length(4096, 256, 4, max_positions=8192) == 5120
+    with pytest.raises(ValueError, match="exceed the model's 8192 positions"):
+        e2e_server.context_length(8000, 448, 9, max_positions=8192)
+    args = e2e_server.gpu_args(max_ctx=7680, gen=448, gamma=9, max_batch=32, dummy=False, chunk=16384,
+                               mem_fraction=0.85, max_pos=8192)
+    assert args[args.index("--context-length") + 1] == "8192"
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 8192}')
+    assert e2e_server.max_positions(tmp_path) == 8192 and e2e_server.max_positions(tmp_path / "none") is None
+
+
 def test_gpu_command_overlay_makes_the_tree_the_plugin(tmp_path):
     """The GPU server's PYTHONPATH: overlay (this tree as sgl-spec, with its SGLang entry point) first, then the
     site folder. Checked by asking a fresh interpreter with that path what it imports."""
