@@ -75,11 +75,11 @@ def main(argv=None):
     ap.add_argument("--shape", default="llama3-8b", choices=sorted(SHAPES))
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--m", type=ints, default=[1, 8, 32])
-    ap.add_argument("--triton-configs", default="64:512:2:4,32:512:2:4,64:256:2:4,128:256:2:4,64:512:2:8,"
-                    "64:512:2:4:gemv,32:256:2:4:dot",
-                    help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS[:PATH] (PATH auto, gemv "
-                         "or dot; K splits as the launcher chooses), comma-separated")
-    ap.add_argument("--engines", default="bf16,triton,marlin", help="GPU engines, timed in this order (Marlin's JIT "
+    ap.add_argument("--triton-configs", default="32:512:3:0,64:256:3:0,32:512:3:0:dot",
+                    help="the Triton kernel's launches to time, BLOCK_N:BLOCK_K:STAGES:WARPS[:PATH] (BLOCK_K: the "
+                         "largest the launcher may take; WARPS 0: the path's default; PATH auto, gemv or dot; K splits "
+                         "as the launcher chooses), comma-separated; each one compiles its own kernels")
+    ap.add_argument("--engines", default="bf16,marlin,triton", help="GPU engines, timed in this order (Marlin's JIT "
                     "build comes at its first use)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--inner", type=int, default=5)
@@ -125,8 +125,8 @@ def main(argv=None):
                 for bn, bk, stages, warps, path in configs:
                     runs[f"triton_{bn}x{bk}s{stages}w{warps}{'' if path == 'auto' else '_' + path}"] = (
                         lambda bn=bn, bk=bk, stages=stages, warps=warps, path=path: [
-                            wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages, num_warps=warps,
-                                            path=path) for t, o in zip(tiles[bn], outs)])
+                            wt.w4a16_linear(xs[t.k], t, out=o, block_k_max=bk, num_stages=stages,
+                                            num_warps=warps or None, path=path) for t, o in zip(tiles[bn], outs)])
             elif engine == "marlin":
                 def run_marlin():
                     if not marlin:

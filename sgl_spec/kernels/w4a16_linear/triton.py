@@ -33,9 +33,13 @@ import triton.language as tl
 
 from sgl_spec.kernels.w4a16_linear.ref import GROUP, PACK, ZERO
 
-BLOCK_N = 64
+BLOCK_N = 32  # 64 columns with 512 channels spill registers in the GEMV (ptxas, sm_90; tested)
 BLOCK_K = 512
 GEMV_MAX_M = 4
+GEMV_WARPS = 4
+GEMV_TILE = 1 << 10  # BLOCK_M · BLOCK_K of the GEMV at most: 4 rows x 512 channels spill on Triton 3.8 (ptxas, sm_90)
+DOT_WARPS = 8
+DOT_TILE = 1 << 14  # BLOCK_M · BLOCK_K of the dot path at most: 64 rows x 512 channels spill on 8 warps (ptxas, sm_90)
 WORKSPACE_FLOATS = 1 << 22  # 16 MiB of fp32 partials: split_k · M · N never exceeds it (split_k shrinks instead)
 COUNTERS = 1 << 16
 PROGRAMS_PER_SM = 8  # the grid the split targets: enough loads in flight to stream HBM
@@ -95,7 +99,7 @@ def _finish(acc, offs_m, offs_n, m_ok, n_ok, b_ptr, out_ptr, ws_ptr, cnt_ptr, M,
         tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         part = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
-        MN = M.to(tl.int64) * N
+        MN = N.to(tl.int64) * M  # M may be the constant 1 (Triton specializes an integer argument of 1)
         tl.store(ws_ptr + pid_k * MN + part, acc, mask=mask)
         tl.debug_barrier()  # every thread's partial is written before the counter says so
         done = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu")
@@ -224,11 +228,37 @@ def _sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+@dataclass(frozen=True)
+class LaunchConfig:
+    gemv: bool
+    block_m: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+
+
+def launch_config(M: int, K: int, block_n: int, path: str = "auto", block_k_max: int = BLOCK_K, num_stages: int = 3,
+                  num_warps: int | None = None) -> LaunchConfig:
+    """The kernel and tile of an ``[M, K]`` launch: the GEMV up to ``GEMV_MAX_M`` rows (``path="auto"``), else the
+    dot kernel; at most ``GEMV_TILE`` / ``DOT_TILE`` activations a tile (no register spills), the dot's stages
+    capped by shared memory."""
+    if path not in ("auto", "gemv", "dot"):
+        raise ValueError(f"path must be auto, gemv or dot, got {path!r}")
+    gemv = path == "gemv" or (path == "auto" and M <= GEMV_MAX_M)
+    if gemv and M > 16:
+        raise ValueError(f"the GEMV path takes at most 16 rows, got {M}")
+    bm = block_m(M, gemv)
+    bk = block_k(K, max(GROUP, min(block_k_max, (GEMV_TILE if gemv else DOT_TILE) // bm)))
+    if gemv:
+        return LaunchConfig(True, bm, bk, num_stages, num_warps or GEMV_WARPS)
+    return LaunchConfig(False, bm, bk, dot_stages(bm, bk, block_n, num_stages), num_warps or DOT_WARPS)
+
+
 def w4a16_linear(x: torch.Tensor, w: TritonWeight, bias=None, out=None, block_k_max: int = BLOCK_K,
-                 num_stages: int = 3, num_warps: int = 4, path: str = "auto", splits: int | None = None
+                 num_stages: int = 3, num_warps: int | None = None, path: str = "auto", splits: int | None = None
                  ) -> torch.Tensor:
     """x [..., K] (fp16 / bf16) -> [..., N] in x's dtype, with w from ``prepare``. ``path``: "gemv" / "dot" /
-    "auto" (GEMV up to ``GEMV_MAX_M`` rows); ``splits``: K splits (default: ``split_k``)."""
+    "auto" (``launch_config``); ``num_warps``: default per path; ``splits``: K splits (default: ``split_k``)."""
     N, K = w.n, w.k
     if x.shape[-1] != K or x.dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"x must be [..., {K}] fp16 / bf16, got {tuple(x.shape)} {x.dtype}")
@@ -237,8 +267,6 @@ def w4a16_linear(x: torch.Tensor, w: TritonWeight, bias=None, out=None, block_k_
                          f"(prepare's layout), got {tuple(w.tiles.shape)}")
     if bias is not None and bias.shape != (N,):
         raise ValueError(f"bias must be [{N}], got {tuple(bias.shape)}")
-    if path not in ("auto", "gemv", "dot"):
-        raise ValueError(f"path must be auto, gemv or dot, got {path!r}")
     x2 = x.reshape(-1, K)
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
@@ -250,11 +278,8 @@ def w4a16_linear(x: torch.Tensor, w: TritonWeight, bias=None, out=None, block_k_
     o2 = out.view(-1, N)
     if M == 0:
         return out
-    gemv = path == "gemv" or (path == "auto" and M <= GEMV_MAX_M)
-    if gemv and M > 16:
-        raise ValueError(f"the GEMV path takes at most 16 rows, got {M}")
-    BM = block_m(M, gemv)
-    bk = block_k(K, block_k_max)
+    cfg = launch_config(M, K, w.block_n, path, block_k_max, num_stages, num_warps)
+    BM, bk = cfg.block_m, cfg.block_k
     nb, mb = w.tiles.shape[0], triton.cdiv(M, BM)
     if nb * mb > COUNTERS:
         raise ValueError(f"{nb} column blocks × {mb} row blocks exceed the {COUNTERS} split-K counters")
@@ -263,12 +288,11 @@ def w4a16_linear(x: torch.Tensor, w: TritonWeight, bias=None, out=None, block_k_
     if (K // bk) % sk or sk * M * N > WORKSPACE_FLOATS:
         raise ValueError(f"splits = {sk} must divide the {K // bk} iterations and fit the workspace")
     ws, cnt = scratch(x.device)
-    kernel = _gemv_kernel if gemv else _dot_kernel
-    stages = num_stages if gemv else dot_stages(BM, bk, w.block_n, num_stages)
+    kernel = _gemv_kernel if cfg.gemv else _dot_kernel
     kernel[(nb, sk, mb)](x2, w.tiles, w.scales, bias if bias is not None else w.scales, o2, ws, cnt, M, N, K,
                          K // sk, x2.stride(0), w.tiles.stride(0), w.scales.stride(0), o2.stride(0),
                          HAS_BIAS=bias is not None, GROUP_K=GROUP, BLOCK_M=BM, BLOCK_N=w.block_n, BLOCK_K=bk,
-                         SPLIT_K=sk, num_stages=stages, num_warps=num_warps)
+                         SPLIT_K=sk, num_stages=cfg.num_stages, num_warps=cfg.num_warps)
     return out
 
 
