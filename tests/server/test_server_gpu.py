@@ -278,6 +278,35 @@ def test_graph_drafts_equal_eager_drafts(prompts, spec, spec_eager_drafts):
     assert all(a == b for _, a, b in hist), [h for h in hist if h[1] != h[2]]
 
 
+INT4_ARGS = SPEC_ARGS + ["--quantspec-draft-weights", "int4"]
+INT4_COPY = "draft passes compute with the 4-bit copy of the linear weights"
+
+
+@pytest.fixture(scope="module")
+def spec_int4(prompts):
+    return _serve(prompts, INT4_ARGS)
+
+
+@pytest.fixture(scope="module")
+def spec_int4_triton_eager(prompts):
+    return _serve(prompts, INT4_ARGS, env={"SGL_SPEC_W4A16": "triton", "SGL_SPEC_DRAFT_GRAPHS": "off"})
+
+
+def test_int4_draft_weights_spec_equals_int8_mode_on_gpu(prompts, int8, spec_int4, spec_int4_triton_eager):
+    """4-bit draft weights change what is drafted, never what is emitted: the verify keeps the checkpoint's weights.
+    Both W4A16 engines (auto's choice with draft CUDA graphs; the Triton kernel with eager drafts) against the INT8
+    server, prompt for prompt."""
+    want = _ids(int8["serial"])
+    for name, srv in (("auto engine, graphs", spec_int4), ("triton engine, eager", spec_int4_triton_eager)):
+        assert INT4_COPY in srv["log"], f"{name}: the log never says the drafts use the 4-bit copy"
+        bad = _first_diffs(_ids(srv["serial"]), want, [n for n, _ in prompts])
+        acc = [r["meta_info"]["spec_accept_length"] for r in srv["serial"]]
+        print(f"[gpu] int4 drafts ({name}): spec == int8 for {len(prompts) - len(bad)}/{len(prompts)} prompts, "
+              f"mean accept {sum(acc) / len(acc):.2f}; first divergences: {bad}")
+        assert not bad
+    assert REPLAYED in spec_int4["log"] and REPLAYED not in spec_int4_triton_eager["log"]
+
+
 def test_accept_length_reported(spec):
     res = spec["serial"]
     acc = [r["meta_info"]["spec_accept_length"] for r in res]
