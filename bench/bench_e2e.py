@@ -241,13 +241,23 @@ def run_server(a, doc, clock, ctx_info, mode, gamma):
                   status="failed")
 
 
+def warmup_waves(batches, ctxs, max_ctx) -> list[tuple[int, int]]:
+    """(ctx, requests) of the unrecorded waves before a server's first cell: every batch size of the grid at the
+    shortest context (kernels and graphs are chosen per batch size: a first use at 8 requests once stalled a
+    measured window for 2 s), and a few requests at the longest."""
+    lo = min(ctxs)
+    waves = [(lo, b) for b in sorted(set(batches))]
+    if max_ctx != lo:
+        waves.append((max_ctx, min(4, max(batches))))
+    return waves
+
+
 def _warmup(srv, prompts_for, a, max_ctx, gamma):
     """First-use compilations (Triton kernels, eager draft paths) happen here, not in a measured window."""
-    n = min(4, max(a.batch))
-    for ctx in sorted({min(a.ctx), max_ctx}):
+    for ctx, n in warmup_waves(a.batch, a.ctx, max_ctx):
         prompts = _prepare(a, srv, prompts_for, ctx, prompts_for(ctx, n, seed_extra=7))
         e2e_client.run_batch(srv.url, prompts, max_new_tokens=2 * gamma + 16, temperature=a.temperature,
-                             timeout=900, procs=1, lead_s=0.1)
+                             timeout=900, procs=max(1, min(a.procs, math.ceil(n / 16))), lead_s=0.1)
     if not a.shared_prefix:
         srv.flush_cache()
 

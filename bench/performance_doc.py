@@ -56,15 +56,20 @@ def e2e_section(doc: dict, figures: bool = True) -> list[str]:
     cells = sorted({(c, b) for _, c, b in best})
     modes = [m for m in SPEC_MODES if any(k[0] == m for k in best)]
     version = (meta.get("versions") or {}).get("sglang")
-    out = [f"## End to end: quantspec against stock SGLang{' ' + version if version else ''}", "",
+    out = [f"## End to end: quantspec against stock SGLang{' ' + version if version else ''}, {meta.get('model', '?')}",
+           "",
            f"Model {meta.get('model', '?')}; prompts: {meta.get('prompts', '?')}; greedy, "
            f"{rows[0].get('gen') if rows else '?'} new tokens per request. Every mode is a real SGLang server; × = "
            "decode tokens/s over stock SGLang (bf16: BF16 KV cache, default attention backend) in the same cell, "
            "from the server's own \"gen throughput\" log lines (steady state: whole batch decoding, nothing queued). "
            "Spec modes at their best measured γ per cell; τ = accepted tokens per round. int8 = quantspec's INT8 KV "
-           "cache without speculation; spec-auto = the default server (`--spec-algo quantspec`).", ""]
+           "cache without speculation; spec-auto = the default server (`--spec-algo quantspec`). Where the client's "
+           "own window (tokens streamed per second) gives a ratio more than 15% off the log's, it follows in "
+           "brackets: a stall inside the window that the log's steady-state lines leave out. TTFT: the client's median "
+           "time to first token in the same cell (all of the cell's prompts sent at once).", ""]
     out += _provenance(meta, meta.get("commands"), meta.get("versions"))
-    head = ["ctx", "batch", "bf16 tok/s"] + [f"{m} ×" for m in modes]
+    ttft = [m for m in ("bf16", "spec-auto") if any(best.get((m, c, b), {}).get("ttft_p50_s") for c, b in cells)]
+    head = ["ctx", "batch", "bf16 tok/s"] + [f"{m} ×" for m in modes] + [f"TTFT p50 ms {m}" for m in ttft]
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c, b in cells:
         base = best.get(("bf16", c, b))
@@ -72,8 +77,13 @@ def e2e_section(doc: dict, figures: bool = True) -> list[str]:
         for m in modes:
             r = best.get((m, c, b))
             s = r[LOG] / base[LOG] if r and base and r.get(LOG) and base.get(LOG) else None
+            c_ = r[CLIENT] / base[CLIENT] if r and base and r.get(CLIENT) and base.get(CLIENT) else None
+            client = f" [client {_f(c_)}]" if s and c_ and abs(c_ / s - 1) > 0.15 else ""
             tau = f" (γ={r['gamma']}, τ={_f(r.get('accept_length'))})" if r and m in ("spec-topk", "spec-dense") else ""
-            line.append(_f(s) + tau)
+            line.append(_f(s) + client + tau)
+        for m in ttft:
+            t = best.get((m, c, b), {}).get("ttft_p50_s")
+            line.append(_f(t and 1e3 * t, ".0f"))
         out.append("| " + " | ".join(line) + " |")
     kv = {m: next((r.get("kv_bytes_per_token") for r in rows if r["mode"] == m and r.get("kv_bytes_per_token")), None)
           for m in ("bf16", "int8")}
@@ -191,6 +201,7 @@ def selection_section(doc: dict) -> list[str]:
 
 
 SECTIONS = (("e2e.json", e2e_section), ("e2e_sglang-0.5.23.json", functools.partial(e2e_section, figures=False)),
+            ("e2e_smollm2.json", functools.partial(e2e_section, figures=False)),
             ("kernels.json", kernels_section), ("acceptance.json", acceptance_section),
             ("acceptance_draft_weights.json", draft_weights_section),
             ("prefill.json", prefill_section), ("selection.json", selection_section))

@@ -149,6 +149,14 @@ def test_context_length_stays_within_the_models_positions(tmp_path):
     assert e2e_server.max_positions(tmp_path) == 8192 and e2e_server.max_positions(tmp_path / "none") is None
 
 
+def test_warmup_waves_cover_every_batch_size_of_the_grid():
+    import bench_e2e
+
+    assert bench_e2e.warmup_waves([1, 8, 32], [7680], 7680) == [(7680, 1), (7680, 8), (7680, 32)]
+    assert bench_e2e.warmup_waves([32, 8, 8], [4096, 15360], 15360) == [(4096, 8), (4096, 32), (15360, 4)]
+    assert bench_e2e.warmup_waves([1], [32768, 65536], 65536) == [(32768, 1), (65536, 1)]
+
+
 def test_gpu_command_overlay_makes_the_tree_the_plugin(tmp_path):
     """The GPU server's PYTHONPATH: overlay (this tree as sgl-spec, with its SGLang entry point) first, then the
     site folder. Checked by asking a fresh interpreter with that path what it imports."""
