@@ -249,7 +249,10 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
     except (AttributeError, KeyError, TypeError) as exc:
         logger.warning("quantspec: no model shape for the cost model (%s): speculating every step", exc)
         return AutoOff(None, gamma, mode="always", graph_max_bs=graph_max_bs)
-    draft = cm.DraftConfig(cfg.dense_draft, cfg.topk_ratio, cfg.min_pages, cfg.sink_pages)
+    from sgl_spec.speculative import draft_weights
+
+    int4 = draft_weights.has_copy(getattr(model_runner, "model", None))  # drafts read 4-bit linears: fewer bytes
+    draft = cm.DraftConfig(cfg.dense_draft, cfg.topk_ratio, cfg.min_pages, cfg.sink_pages, 4 if int4 else None)
     model = cm.default_cost_model(shape, torch.cuda.get_device_name() if cuda else None, draft)
     if cfg.cost_model:  # a fitted model; kinds it lacks keep the defaults
         loaded = cm.CostModel.load(cfg.cost_model)

@@ -15,6 +15,9 @@ bound at small batch, compute bound in the tokens at large batch, and KV-bandwid
     draft                               tokens = b          kv_bytes = draft pages (upper plane) + hot tokens
     verify                              tokens = b·(γ+1)    kv_bytes = Σ ctx · INT8-view bytes per token
 
+A step's fixed cost holds the weights it reads: the checkpoint's, except a draft with the 4-bit copy of the decoder
+linears (``DraftConfig.weight_bits``; sgl_spec/speculative/draft_weights.py), about 0.3 of the BF16 bytes on Llama-3-8B.
+
 Coefficients come from ``fit`` on measured steps (bench/bench_e2e.py saves them as JSON) or, for a GPU without a
 fit, from ``default_cost_model``: datasheet bandwidth/FLOPs with pessimistic efficiencies and generous fixed costs
 (drafts run eagerly, outside CUDA graphs), so an uncalibrated GPU speculates only where the case is clear.
@@ -67,6 +70,7 @@ class ModelShape:
     num_params: int  # weights read by every forward (embedding rows are gathered, but the LM head is read whole)
     page_size: int = 64
     dtype_bytes: int = 2
+    linear_params: int = 0  # of those, the decoder layers' linears (what a 4-bit draft copy replaces); 0: unknown
 
     @classmethod
     def from_hf_config(cls, cfg: dict, page_size: int = 64, dtype_bytes: int = 2) -> "ModelShape":
@@ -76,7 +80,15 @@ class ModelShape:
         d = cfg.get("head_dim") or h // hq
         per_layer = h * hq * d * 2 + h * hkv * d * 2 + 3 * h * cfg["intermediate_size"]
         lm_head = vocab * h
-        return cls(layers, hkv, d, layers * per_layer + lm_head, page_size, dtype_bytes)
+        return cls(layers, hkv, d, layers * per_layer + lm_head, page_size, dtype_bytes, layers * per_layer)
+
+    def weight_bytes(self, linear_bits: Optional[int] = None) -> float:
+        """Weight bytes one forward reads: the checkpoint's, or with the decoder linears at ``linear_bits`` per
+        weight plus one fp16 scale per 128 (sgl_spec/speculative/draft_weights.py's copy) and the rest as is."""
+        if linear_bits is None:
+            return float(self.num_params * self.dtype_bytes)
+        rest = self.num_params - self.linear_params
+        return rest * self.dtype_bytes + self.linear_params * (linear_bits + 16 / 128) / 8
 
     def bf16_bytes_per_token(self) -> float:
         return 2.0 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
@@ -96,6 +108,7 @@ class DraftConfig:
     topk_ratio: float = 0.07
     min_pages: int = 8
     sink_pages: int = 1
+    weight_bits: Optional[int] = None  # bits of a linear weight a draft reads: None the checkpoint's, 4 the int4 copy
 
     def pages(self, ctx: float, page_size: int) -> float:
         """Complete pages a draft reads for one request with ``ctx`` tokens (select_topk_pages' k rule)."""
@@ -214,15 +227,17 @@ def default_cost_model(shape: ModelShape, device_name: Optional[str] = None,
                        draft: DraftConfig = DraftConfig()) -> CostModel:
     """Datasheet-derived, pessimistic coefficients (see _EFF and HARDWARE) for a GPU without a fitted model."""
     hw = hardware_for(device_name)
-    weights = shape.num_params * shape.dtype_bytes / (hw.mem_bw * _EFF["weights_bw"])
+    bw = hw.mem_bw * _EFF["weights_bw"]
+    weights = shape.weight_bytes() / bw
     per_token = 2.0 * shape.num_params / (hw.flops * _EFF["flops"])
     graph = hw.graph_layer_s * shape.num_layers + weights + hw.step_overhead_s
     eager = hw.eager_layer_s * shape.num_layers + weights + hw.step_overhead_s
+    draft_fixed = eager - weights + shape.weight_bytes(draft.weight_bits) / bw
     steps = {
         "ar_bf16": StepCost(graph, per_token, 1.0 / (hw.mem_bw * _EFF["fa3_bw"])),
         "ar_int8": StepCost(graph, per_token, 1.0 / (hw.mem_bw * _EFF["int8_bw"])),
         "ar_int8_eager": StepCost(eager, per_token, 1.0 / (hw.mem_bw * _EFF["int8_bw"])),
-        "draft": StepCost(eager, per_token, 1.0 / (hw.mem_bw * _EFF["draft_bw"])),
+        "draft": StepCost(draft_fixed, per_token, 1.0 / (hw.mem_bw * _EFF["draft_bw"])),
         "verify": StepCost(graph + _VERIFY_HOST_S, per_token, 1.0 / (hw.mem_bw * _EFF["int8_bw"])),
     }
     return CostModel(shape, steps, draft, f"default:{hw.name}")

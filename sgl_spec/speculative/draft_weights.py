@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -103,11 +104,26 @@ def prepare(model, device) -> DraftWeights:
             out.nbytes += copy.nbytes
     if torch.device(device).type == "cuda":
         torch.cuda.empty_cache()
+    if engine == "marlin" and out.linears:
+        _load_gemm(out.linears[0])
     logger.info("quantspec: 4-bit draft weights (%s GEMM) for %d linear layers, %.3f GB (the checkpoint's: %.3f GB)%s",
                 engine, len(out.linears), out.nbytes / 2**30,
                 sum(lin.weight.nbytes for lin in out.linears) / 2**30,
                 f"; kept in the checkpoint's weights: {len(out.skipped)} ({out.skipped[0][1]})" if out.skipped else "")
     return out
+
+
+def _load_gemm(lin) -> None:
+    """One GEMM at load: SGLang builds its Marlin kernel on first use (a JIT compile on a machine's first start,
+    about 5 minutes on an H200; later starts load it from the cache). Here the wait is logged and happens before
+    the KV pool and the CUDA graphs, not silently inside a draft graph's capture."""
+    logger.info("quantspec: loading SGLang's Marlin W4A16 GEMM (its first start on a machine compiles it: minutes)")
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        x = torch.zeros((1, lin.weight.shape[1]), dtype=lin.weight.dtype, device=lin.weight.device)
+        w4.w4a16_linear(x, getattr(lin, _ATTR))
+        torch.cuda.synchronize(lin.weight.device)
+    logger.info("quantspec: Marlin W4A16 GEMM ready in %.1f s", time.perf_counter() - t0)
 
 
 class _Int4Method:

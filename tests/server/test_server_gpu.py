@@ -68,10 +68,10 @@ def _concurrent(srv, prompts):
         return list(pool.map(lambda i: _gen(srv, prompts[i][1])["output_ids"], CONCURRENT))
 
 
-def _serve(prompts, args, env=None, flush_each=False, logprobs=False, extra=None):
+def _serve(prompts, args, env=None, flush_each=False, logprobs=False, extra=None, startup_s=300):
     """Serial results, then 16 concurrent requests; the server is gone when this returns (each one takes half the GPU
     memory, so two must never run at once)."""
-    with launch_server(pycode_model_dir(), args, env=env) as srv:
+    with launch_server(pycode_model_dir(), args, env=env, timeout=startup_s) as srv:
         srv.flush_cache()
         kw = {"return_logprob": True, "top_logprobs_num": 2} if logprobs else {}
         t0 = time.perf_counter()
@@ -280,16 +280,19 @@ def test_graph_drafts_equal_eager_drafts(prompts, spec, spec_eager_drafts):
 
 INT4_ARGS = SPEC_ARGS + ["--quantspec-draft-weights", "int4"]
 INT4_COPY = "draft passes compute with the 4-bit copy of the linear weights"
+# The first start on a machine JIT-compiles SGLang's Marlin GEMM (about 5 minutes on an H200), later ones load it.
+INT4_STARTUP_S = 900
 
 
 @pytest.fixture(scope="module")
 def spec_int4(prompts):
-    return _serve(prompts, INT4_ARGS)
+    return _serve(prompts, INT4_ARGS, startup_s=INT4_STARTUP_S)
 
 
 @pytest.fixture(scope="module")
 def spec_int4_triton_eager(prompts):
-    return _serve(prompts, INT4_ARGS, env={"SGL_SPEC_W4A16": "triton", "SGL_SPEC_DRAFT_GRAPHS": "off"})
+    return _serve(prompts, INT4_ARGS, env={"SGL_SPEC_W4A16": "triton", "SGL_SPEC_DRAFT_GRAPHS": "off"},
+                  startup_s=INT4_STARTUP_S)
 
 
 def test_int4_draft_weights_spec_equals_int8_mode_on_gpu(prompts, int8, spec_int4, spec_int4_triton_eager):

@@ -67,6 +67,27 @@ def test_model_shape_from_config():
     assert 7.0e9 < cm.ModelShape.from_hf_config(LLAMA8B).num_params < 8.2e9
 
 
+def test_int4_draft_weights_cut_the_draft_step_only():
+    """The 4-bit copy (draft_weights.py: 4 bits + one fp16 scale per 128 weights) replaces the decoder linears a
+    draft reads; the embedding-free rest (the LM head) stays in the checkpoint's dtype. The prior's draft step reads
+    those bytes, every other step the checkpoint's, so at 32k x 1 on the 8B shape the round gets cheaper."""
+    s = cm.ModelShape.from_hf_config(LLAMA8B)
+    assert s.linear_params == 32 * (4096 * 32 * 128 * 2 + 4096 * 8 * 128 * 2 + 3 * 4096 * 14336)
+    assert s.weight_bytes() == s.num_params * 2
+    lm_head = 128256 * 4096
+    assert s.weight_bytes(4) == pytest.approx(lm_head * 2 + s.linear_params * (4 + 16 / 128) / 8)
+    assert 0.28 < s.weight_bytes(4) / s.weight_bytes() < 0.32
+    bf16 = cm.default_cost_model(s, "NVIDIA H200")
+    int4 = cm.default_cost_model(s, "NVIDIA H200", cm.DraftConfig(weight_bits=4))
+    saved = (s.weight_bytes() - s.weight_bytes(4)) / (4.8e12 * 0.7)
+    assert bf16.steps["draft"].fixed_s - int4.steps["draft"].fixed_s == pytest.approx(saved)
+    assert {k: v for k, v in int4.steps.items() if k != "draft"} == {k: v for k, v in bf16.steps.items() if k != "draft"}
+    assert int4.speedup(1, 32768, 4, 0.9) > 1.3 * bf16.speedup(1, 32768, 4, 0.9)
+    old = cm.CostModel.from_json({**bf16.to_json(), "shape": {k: v for k, v in bf16.to_json()["shape"].items()
+                                                              if k != "linear_params"}})
+    assert old.shape.linear_params == 0 and old.shape.weight_bytes(4) == old.shape.weight_bytes()  # unknown: as is
+
+
 def test_draft_pages_follow_select_topk_rule():
     for ratio, min_pages, sinks in [(0.07, 8, 1), (0.1, 1, 1), (0.5, 2, 4), (0.07, 1, 0)]:
         d = cm.DraftConfig(False, ratio, min_pages, sinks)
