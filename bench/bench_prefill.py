@@ -5,7 +5,7 @@ attention on the same shape (sgl_spec/kernels/extend_attention/, sgl_spec/kvcach
 * ``sdpa_fp16_ms``: the per-request torch path (dequantized pages, SDPA in fp16 with a mask; the CPU's engine);
 * ``triton_ms``: the batched Triton engine (INT8 pages dequantized in registers);
 * ``fa3_ms``: the FA3 engine (INT8 pages dequantized once into a paged copy, FlashAttention-3 twice, merged;
-  the server's engine on Hopper);
+  the server's engine on Hopper); ``fa3_segments_ms``: the same copy plus each query page's own page, one FA3 call;
 * ``stock_fa3_ms``: stock SGLang's prefill attention on Hopper - FlashAttention-3 causal over the BF16 keys of the
   prefix and the chunk (sgl_kernel's ``flash_attn_varlen_func``); ``bf16_sdpa_ms``: causal SDPA over the same keys;
 * ``quantize_ms``: quantizing the chunk's complete pages into the planes (``quantize_pages``, the kernel the backend
@@ -119,7 +119,8 @@ def main(argv=None):
     dev = "cuda" if torch.cuda.is_available() and not a.smoke else "cpu"
     if a.smoke:
         a.prefix, a.chunk, a.shapes, a.page, a.reps = [0, 96], [80], "4:2:32", 32, 1
-    from sgl_spec.kernels.extend_attention import extend_plan, paged_plan
+    from sgl_spec.kernels.extend_attention import extend_plan, paged_plan, segment_plan
+    from sgl_spec.kernels.extend_attention import fa3_segments as xs
     from sgl_spec.kernels.quantize_pages import quantize_pages
 
     xf, flash, xt = _engines(dev, a.smoke)
@@ -151,6 +152,10 @@ def main(argv=None):
                 row["fa3_ms"] = timed(lambda: xf.extend_attention(q, k[prefix:], v[prefix:], prev, prev_v, store,
                                                                   fa3_plan, scale, out=out, flash=flash), dev, a.reps)
                 row["fa3_max_abs_diff"] = (out.float() - ref.float()).abs().max().item()
+                seg_plan = segment_plan([prefix], [chunk], pt, P)
+                row["fa3_segments_ms"] = timed(lambda: xs.extend_attention(
+                    q, k[prefix:], v[prefix:], prev, prev_v, store, seg_plan, scale, out=out, flash=flash), dev, a.reps)
+                row["fa3_segments_max_abs_diff"] = (out.float() - ref.float()).abs().max().item()
                 if xt is not None:
                     plan = extend_plan([prefix], [chunk], Hq // Hkv, P, dev, D)
                     row["triton_ms"] = timed(lambda: xt.extend_attention(q, k[prefix:], v[prefix:], prev, prev_v,
@@ -185,7 +190,7 @@ def main(argv=None):
                 rows.append(summary_fields(row))
                 f = lambda key: f"{row[key]:8.2f}" if key in row else "       -"  # noqa: E731
                 print(f"shape {Hq}:{Hkv}:{D} prefix {prefix:6d} chunk {chunk:6d} | stock fa3 {f('stock_fa3_ms')} ms | "
-                      f"fa3 {f('fa3_ms')} | triton {f('triton_ms')} | torch sdpa {f('sdpa_fp16_ms')} | quantize "
+                      f"fa3 {f('fa3_ms')} | fa3 one call {f('fa3_segments_ms')} | triton {f('triton_ms')} | torch sdpa {f('sdpa_fp16_ms')} | quantize "
                       f"{f('quantize_ms')} | fa3 x stock {row['fa3_ms'] / row['stock_fa3_ms']:.2f} | "
                       f"max|diff| fa3 {row['fa3_max_abs_diff']:.2e}", flush=True)
                 del q, k, v, store

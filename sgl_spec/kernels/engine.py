@@ -34,8 +34,8 @@ def use_triton(t: torch.Tensor) -> bool:
     return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
 
 
-PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: "fa3" | "triton" | "torch", forces the EXTEND attention's engine
-PREFILL_ENGINES = ("fa3", "triton", "torch")
+PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: one of PREFILL_ENGINES, forces the EXTEND attention's engine
+PREFILL_ENGINES = ("fa3", "fa3_segments", "triton", "torch")
 FA3_MIN_CAPABILITY = (9, 0)  # sgl_kernel's FlashAttention-3 runs on Hopper and later
 
 
@@ -58,7 +58,8 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
     SGLang's BF16 prefill attention at 32k tokens on the Llama-3-8B layer shape, H200), else "triton"
     (extend_attention/triton.py). On the CPU, and with ``batch_invariant`` (--enable-deterministic-inference, whose
     page-aligned key layout only it has), "torch" (per request, dequantized pages through SDPA:
-    sgl_spec/kvcache/prefill.py, the reference). ``SGL_SPEC_PREFILL`` forces an engine (benchmarking)."""
+    sgl_spec/kvcache/prefill.py, the reference). ``SGL_SPEC_PREFILL`` forces an engine (benchmarking), e.g.
+    "fa3_segments" (extend_attention/fa3_segments.py: the same view in one FA3 call a layer, no merge)."""
     want = os.environ.get(PREFILL_ENV, "")
     if want and want not in PREFILL_ENGINES:
         raise ValueError(f"{PREFILL_ENV} must be one of {', '.join(PREFILL_ENGINES)}, got {want!r}")
@@ -67,7 +68,7 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
         got = "torch"
     else:
         got = want or "fa3"
-        missing = _fa3_missing(dev) if got == "fa3" else ""
+        missing = _fa3_missing(dev) if got.startswith("fa3") else ""
         if missing:
             logger.info("quantspec prefill attention: triton (%s)", missing)
             got = "triton"

@@ -33,9 +33,10 @@ from sgl_spec.kernels.window_meta import window_meta
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
-from sgl_spec.kernels.extend_attention import (ExtendPlan, PagedPlan, extend_attention, extend_plan, paged_plan,
-                                               spans)
+from sgl_spec.kernels.extend_attention import (ExtendPlan, PagedPlan, SegmentPlan, extend_attention, extend_plan,
+                                               paged_plan, segment_plan, spans)
 from sgl_spec.kernels.extend_attention import fa3 as extend_fa3
+from sgl_spec.kernels.extend_attention import fa3_segments as extend_fa3_segments
 from sgl_spec.kvcache.prefill import extend_attention as extend_one
 from sgl_spec.patches import sglang
 
@@ -82,6 +83,7 @@ class _Extend:  # EXTEND / MIXED: host-driven
     ring: torch.Tensor  # [B] long: the ring page of each request's first new position
     plan: Optional[ExtendPlan] = None  # the Triton engine's batch layout (prefill_engine "triton")
     paged: Optional[PagedPlan] = None  # the FA3 engine's (prefill_engine "fa3")
+    segments: Optional[SegmentPlan] = None  # the one-call FA3 engine's (prefill_engine "fa3_segments")
 
 
 @dataclass
@@ -308,7 +310,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         plan = (extend_plan(starts, lens, self._group, P, dev, self.token_to_kv_pool.head_dim)
                 if self.prefill_engine == "triton" else None)
         paged = paged_plan(starts, lens, page_table, P) if self.prefill_engine == "fa3" else None
-        return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan, paged)
+        segments = segment_plan(starts, lens, page_table, P) if self.prefill_engine == "fa3_segments" else None
+        return _Extend(tok, slots, page_table, starts, lens, row0, straddle, ring, plan, paged, segments)
 
     # ---- forward ----------------------------------------------------------------------------------------------------
     def _layer_state(self, layer):
@@ -350,6 +353,9 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         out = torch.empty_like(q3)
         if md.paged is not None:
             extend_fa3.extend_attention(q3, k, v, prev_k, prev_v, store, md.paged, layer.scaling, out=out)
+            return out.view(q.shape[0], -1)
+        if md.segments is not None:
+            extend_fa3_segments.extend_attention(q3, k, v, prev_k, prev_v, store, md.segments, layer.scaling, out=out)
             return out.view(q.shape[0], -1)
         if md.plan is not None:
             extend_attention(q3, k, v, prev_k, prev_v, store, md.page_table, md.plan, layer.scaling, out=out)

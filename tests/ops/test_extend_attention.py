@@ -202,6 +202,80 @@ def test_paged_plan_splits_the_view_into_disjoint_parts(batch):
             assert len(fp) == t - j * P + 1  # own page up to the row
 
 
+# ---- FA3 engine in one call (fa3_segments.py): same checks ----------------------------------------------------------
+from sgl_spec.kernels.extend_attention import fa3_segments as xs  # noqa: E402
+from sgl_spec.kernels.extend_attention import segment_plan  # noqa: E402
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_fa3_segments_engine_matches_reference(case):
+    """fp16 operands against the fp32 twin: 1e-2 as for the two-call engine."""
+    import fa3_standin
+
+    starts, lens, Hq, Hkv, D, P = CASES[case]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.bfloat16, seed=case)
+    scale = 1 / math.sqrt(D)
+    want = xr.extend_attention(q, k, v, pk, pv, store, pt, extend_plan(starts, lens, Hq // Hkv, P, "cpu", D), scale)
+    out = torch.full_like(q, float("nan"))
+    got = xs.extend_attention(q, k, v, pk, pv, store, segment_plan(starts, lens, pt, P), scale, out=out,
+                              flash=fa3_standin)
+    assert got is out and not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("batch", [([5, 0, 130, 64], [200, 64, 3, 0], 32)] + [_random_batch(i) for i in range(6)])
+def test_segment_plan_gives_each_row_exactly_the_view(batch):
+    """Row t of page j reads its segment's first seqlens keys: the INT8 copy of the request's pages 0 … j-1, then
+    its own page (ring part, then new rows) up to t; every own slot written once, from the right source row."""
+    starts, lens, P = batch
+    pt = torch.arange(len(lens) * 16, dtype=torch.int32).reshape(len(lens), 16)
+    plan = segment_plan(starts, lens, pt, P)
+    T = sum(lens)
+    need = [(s + n - 1) // P if n else 0 for s, n in zip(starts, lens)]
+    base = [sum(need[:b]) for b in range(len(need))]
+    assert plan.n8 == sum(need) and plan.dq_pages.tolist() == [b * 16 + j for b in range(len(lens))
+                                                                for j in range(need[b])]
+    pos = [s + i for s, n in zip(starts, lens) for i in range(n)]
+    req = [b for b, n in enumerate(lens) for _ in range(n)]
+    own = dict(zip(plan.own_pos.tolist(), plan.own_src.tolist()))
+    assert len(own) == plan.own_pos.numel()  # no slot written twice
+    cu = plan.cu_q.tolist()
+    assert cu[-1] == T and plan.segments == len(cu) - 1
+    for si, (a, b) in enumerate(zip(cu, cu[1:])):
+        r, j = req[a], pos[a] // P
+        assert b > a and pos[b - 1] // P == j and all(req[x] == r for x in range(a, b))
+        L = plan.seqlens[si].item()
+        assert L == pos[b - 1] + 1
+        row_pages = plan.table[si, :j + 1].tolist()
+        assert row_pages[:j] == [base[r] + i for i in range(j)] and row_pages[j] == plan.n8 + si
+        for x in range(a, b):  # causal, bottom right: row x sees keys 0 … L - (b - x)
+            seen = L - (b - x) + 1
+            assert seen == pos[x] + 1  # j·P INT8 keys, then own offsets 0 … pos[x] - j·P
+            for off in range(pos[x] - j * P + 1):
+                src = own[(plan.n8 + si) * P + off]
+                p_abs = j * P + off
+                if p_abs < starts[r]:  # the ring part: request r's prev rows
+                    assert src == T + r * P + off
+                else:
+                    assert src < T and req[src] == r and pos[src] == p_abs
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128), (1, 128, 64), (8, 128, 64)])
+def test_fa3_segments_engine_on_gpu(G, D, P):
+    """sgl_kernel's FA3 on CUDA against the twin, bf16 model tensors, NaN-poisoned output."""
+    starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
+    q, k, v, pk, pv, store, pt = make_batch(starts, lens, 2 * G, 2, D, P, torch.bfloat16, seed=G)
+    cuda = [t.cuda() for t in (q, k, v, pk, pv, pt)]
+    for name in ("k_upper", "k_lower", "k_scale", "k_zero", "v_upper", "v_lower", "v_scale", "v_zero"):
+        setattr(store, name, getattr(store, name).cuda())
+    want = xr.extend_attention(*cuda[:5], store, cuda[5], extend_plan(starts, lens, G, P, "cuda", D), D ** -0.5)
+    out = torch.full_like(cuda[0], float("nan"))
+    got = xs.extend_attention(*cuda[:5], store, segment_plan(starts, lens, cuda[5], P), D ** -0.5, out=out)
+    assert not torch.isnan(got).any()
+    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128), (5, 128, 64), (6, 64, 64), (7, 128, 64),
                                    (8, 128, 64)])

@@ -158,10 +158,12 @@ def test_batched_extend_kernel_equals_per_request_extend(monkeypatch):
                 torch.testing.assert_close(out[rid][li], ref[rid][li][s:s + n], atol=1e-2, rtol=1e-2)
 
 
-def test_fa3_extend_engine_equals_per_request_extend(monkeypatch):
-    """The EXTEND path of the FA3 engine (sgl_spec/kernels/extend_attention/fa3.py; here FA3's entry points are
-    tests/support/fa3_standin.py) over the same chunks, against the per-request pure-torch path: the plan, the
-    dequantized copy, the own-page gather through the ring and the merge. Tolerance 1e-2: fp16 operands."""
+@pytest.mark.parametrize("engine,field", [("fa3", "paged"), ("fa3_segments", "segments")])
+def test_fa3_extend_engine_equals_per_request_extend(monkeypatch, engine, field):
+    """The EXTEND path of the FA3 engines (sgl_spec/kernels/extend_attention/fa3.py: two calls merged;
+    fa3_segments.py: one call; here FA3's entry points are tests/support/fa3_standin.py) over the same chunks,
+    against the per-request pure-torch path: the plan, the dequantized copy, the own pages through the ring (and the
+    merge). Tolerance 1e-2: fp16 operands."""
     import fa3_standin
 
     from sgl_spec.kernels.extend_attention import fa3
@@ -170,11 +172,13 @@ def test_fa3_extend_engine_equals_per_request_extend(monkeypatch):
     data = make_data(lengths, seed=4, head_dim=32)
     ref = one_extend(data, lengths, head_dim=32)
     sim = Sim(head_dim=32)
-    sim.backend.prefill_engine = "fa3"
+    sim.backend.prefill_engine = engine
     monkeypatch.setattr(fa3, "_sgl_flash", lambda: fa3_standin)
+    from sgl_spec.kernels.extend_attention import fa3_segments
+    monkeypatch.setattr(fa3_segments, "_sgl_flash", lambda: fa3_standin)
     for chunk in ([(1, 0, 0, 23), (2, 1, 0, 40), (3, 2, 0, 5)], [(1, 0, 23, 68), (2, 1, 40, 130)]):
         out = sim.forward("EXTEND", chunk, data)
-        assert sim.backend.forward_metadata.paged is not None
+        assert getattr(sim.backend.forward_metadata, field) is not None
         for _, rid, s, n in chunk:
             for li in range(LAYERS):
                 torch.testing.assert_close(out[rid][li], ref[rid][li][s:s + n], atol=1e-2, rtol=1e-2)
@@ -373,11 +377,11 @@ def test_prefill_engine_knob(monkeypatch):
 
     monkeypatch.delenv(PREFILL_ENV, raising=False)
     assert prefill_engine("cpu") == "torch"
-    for want in ("fa3", "triton", "torch"):
+    for want in ("fa3", "fa3_segments", "triton", "torch"):
         monkeypatch.setenv(PREFILL_ENV, want)
         assert prefill_engine("cpu") == "torch"
     monkeypatch.setenv(PREFILL_ENV, "flash")
-    with pytest.raises(ValueError, match="fa3, triton, torch"):
+    with pytest.raises(ValueError, match="fa3, fa3_segments, triton, torch"):
         prefill_engine("cpu")
 
 

@@ -1,10 +1,10 @@
 """``extend_attention``: the EXTEND (prefill) attention of a whole batch under the INT8 view; contract in
-docs/CONTRACTS.md; the Triton engine in ``triton.py``, the FA3 engine in ``fa3.py`` (its own plan, ``PagedPlan``),
-the pure-torch twin in ``ref.py``, the batch layouts in ``plan.py``. Which engine the backend takes is
-sgl_spec/kernels/engine.py's ``prefill_engine``."""
+docs/CONTRACTS.md; the Triton engine in ``triton.py``, the FA3 engine in ``fa3.py`` (two calls merged, its plan
+``PagedPlan``) and in ``fa3_segments.py`` (one call, ``SegmentPlan``), the pure-torch twin in ``ref.py``, the batch
+layouts in ``plan.py``. Which engine the backend takes is sgl_spec/kernels/engine.py's ``prefill_engine``."""
 from sgl_spec.kernels.engine import use_triton
-from sgl_spec.kernels.extend_attention.plan import (ExtendPlan, PagedPlan, block_tokens, extend_plan,  # noqa: F401
-                                                    paged_plan, spans)
+from sgl_spec.kernels.extend_attention.plan import (ExtendPlan, PagedPlan, SegmentPlan, block_tokens,  # noqa: F401
+                                                    extend_plan, paged_plan, segment_plan, spans)
 
 
 def extend_attention(q, *args, **kw):

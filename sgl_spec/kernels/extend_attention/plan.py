@@ -135,3 +135,57 @@ def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedP
         b_own_src=to(own_src), b_int8_pos=to(i8_pos), b_int8_src=to(i8_src), max_q=int(n.max()) if B else 0,
         b_max_q=int(n_new.max()) if S else 0, b_max_k=int(seg_keys.max()) if S else 0, n8=n8,
         b_keys=int(seg_keys.sum()))
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """The one-call FA3 layout (fa3_segments.py). One segment per (request, page its new tokens touch): page j's
+    queries read a paged cache row of j + 1 pages, the INT8 view of pages 0 … j-1 (the transient fp16 copy, pages of
+    a request one after another, as in ``PagedPlan``) then page j in full precision (an own page of the copy after
+    its ``n8`` INT8 pages: the ring part before the request's start, then the new rows), causal aligned to the bottom
+    right: a query at page offset r sees j·P INT8 keys and own offsets 0 … r. That is the view in one FA3 call."""
+    cu_q: torch.Tensor  # [S+1] int32: first row of each segment (rows in q order)
+    seqlens: torch.Tensor  # [S] int32: keys of each segment (j·P + its own page's keys up to its last row)
+    table: torch.Tensor  # [S, max(1, widest j + 1)] int32: pages of the copy each segment reads
+    dq_pages: torch.Tensor  # [N8] int64: physical page of each INT8 page of the copy
+    own_pos: torch.Tensor  # [K_own] int64: slots of the copy viewed as [(N8 + S) * P, Hkv, D] …
+    own_src: torch.Tensor  # [K_own] int64: … filled from rows of [k (T rows) ; prev_k (B*P rows)]
+    max_q: int  # rows of the longest segment (≤ P)
+    n8: int  # INT8 pages of the copy
+    segments: int  # S
+
+
+def segment_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> SegmentPlan:
+    """The one-call layout of every request's new positions ``start … start+len-1`` (``page_table`` [B, ≥ pages],
+    device, logical to physical pages); a few host tensor ops, then moved to the device without waiting."""
+    P, dev = page_size, page_table.device
+    s = torch.tensor(list(starts), dtype=torch.long)
+    n = torch.tensor(list(lens), dtype=torch.long)
+    B, T = s.numel(), int(n.sum())
+    e = s + n
+    live = n > 0
+    row = torch.cumsum(n, 0) - n
+    need = torch.where(live, (e - 1).clamp_min(0) // P, 0)  # INT8 pages the request's last query reads
+    base = torch.cumsum(need, 0) - need
+    n8 = int(need.sum())
+    dq_b, dq_j = spans(torch.zeros(B, dtype=torch.long), need)
+    pages = torch.where(live, (e - 1) // P - s // P + 1, 0)
+    seg_b, seg_j = spans(s // P, pages)
+    S = seg_b.numel()
+    t0 = torch.maximum(s[seg_b], seg_j * P)
+    t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
+    n_ring, n_new = t0 - seg_j * P, t1 - t0
+    width = max(1, int(seg_j.max()) + 1 if S else 1)
+    col = torch.arange(width)[None]
+    own_page = n8 + torch.arange(S)
+    table = torch.where(col < seg_j[:, None], base[seg_b][:, None] + col,
+                        torch.where(col == seg_j[:, None], own_page[:, None], 0)).to(torch.int32)
+    own_pos = torch.cat([ranges(own_page * P, n_ring), ranges(own_page * P + n_ring, n_new)])
+    own_src = torch.cat([ranges(T + seg_b * P, n_ring), ranges(row[seg_b] + t0 - s[seg_b], n_new)])
+    zero = torch.zeros(1, dtype=torch.long)
+    dq = page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev)
+    to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
+    return SegmentPlan(
+        cu_q=to(torch.cat([zero, torch.cumsum(n_new, 0)]).to(torch.int32)), seqlens=to(t1.to(torch.int32)),
+        table=to(table), dq_pages=dq, own_pos=to(own_pos), own_src=to(own_src),
+        max_q=int(n_new.max()) if S else 0, n8=n8, segments=S)
