@@ -229,9 +229,9 @@ def decode_graph_max_bs(server_args) -> int:
     return int(get("cuda_graph_max_bs_decode") or get("cuda_graph_max_bs") or 0)
 
 
-def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
+def for_worker(server_args, model_runner, gamma: int, int4_weights: bool = False) -> AutoOff:
     """The worker's AutoOff from the server's quantspec config (``--quantspec-speculate``, ``--quantspec-cost-model``)
-    and its model. Without a quantspec config (unit tests) or without a model shape it speculates always."""
+    and its model (``int4_weights``: the drafts read the 4-bit copy of the linears). Without a quantspec config (unit tests) or without a model shape it speculates always."""
     from sgl_spec.config import get_config
 
     cfg = get_config(server_args)
@@ -249,10 +249,8 @@ def for_worker(server_args, model_runner, gamma: int) -> AutoOff:
     except (AttributeError, KeyError, TypeError) as exc:
         logger.warning("quantspec: no model shape for the cost model (%s): speculating every step", exc)
         return AutoOff(None, gamma, mode="always", graph_max_bs=graph_max_bs)
-    from sgl_spec.speculative import draft_weights
-
-    int4 = draft_weights.has_copy(getattr(model_runner, "model", None))  # drafts read 4-bit linears: fewer bytes
-    draft = cm.DraftConfig(cfg.dense_draft, cfg.topk_ratio, cfg.min_pages, cfg.sink_pages, 4 if int4 else None)
+    draft = cm.DraftConfig(cfg.dense_draft, cfg.topk_ratio, cfg.min_pages, cfg.sink_pages,
+                           4 if int4_weights else None)
     model = cm.default_cost_model(shape, torch.cuda.get_device_name() if cuda else None, draft)
     if cfg.cost_model:  # a fitted model; kinds it lacks keep the defaults
         loaded = cm.CostModel.load(cfg.cost_model)

@@ -232,7 +232,7 @@ def default_cost_model(shape: ModelShape, device_name: Optional[str] = None,
     per_token = 2.0 * shape.num_params / (hw.flops * _EFF["flops"])
     graph = hw.graph_layer_s * shape.num_layers + weights + hw.step_overhead_s
     eager = hw.eager_layer_s * shape.num_layers + weights + hw.step_overhead_s
-    draft_fixed = eager - weights + shape.weight_bytes(draft.weight_bits) / bw
+    draft_fixed = hw.eager_layer_s * shape.num_layers + shape.weight_bytes(draft.weight_bits) / bw + hw.step_overhead_s
     steps = {
         "ar_bf16": StepCost(graph, per_token, 1.0 / (hw.mem_bw * _EFF["fa3_bw"])),
         "ar_int8": StepCost(graph, per_token, 1.0 / (hw.mem_bw * _EFF["int8_bw"])),

@@ -331,7 +331,8 @@ class QuantSpecWorker(BaseSpecWorker):
     # ---- auto-off --------------------------------------------------------------------------------------------------
     def _policy(self) -> autooff.AutoOff:
         if self._auto is None:
-            self._auto = autooff.for_worker(self.server_args, self.model_runner, self.gamma)
+            self._auto = autooff.for_worker(self.server_args, self.model_runner, self.gamma,
+                                            int4_weights=self._resolve_int4_draft())
         return self._auto
 
     @staticmethod

@@ -126,18 +126,27 @@ from sgl_spec.kernels.extend_attention import fa3 as xf  # noqa: E402
 from sgl_spec.kernels.extend_attention import paged_plan  # noqa: E402
 
 
+def _fa3_engines():
+    from sgl_spec.kernels.extend_attention import fa3_segments, segment_plan
+
+    return {"fa3": (xf, paged_plan), "fa3_segments": (fa3_segments, segment_plan)}
+
+
+@pytest.mark.parametrize("engine", ["fa3", "fa3_segments"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_fa3_engine_layout_and_merge_match_reference(case):
-    """fp16 operands (as FA3 takes them) against the fp32 twin: 1e-2 as for the Triton engine."""
+def test_fa3_engine_layout_and_merge_match_reference(case, engine):
+    """Both FA3 engines (fa3.py: two calls merged; fa3_segments.py: one call), fp16 operands (as FA3 takes them)
+    against the fp32 twin: 1e-2 as for the Triton engine."""
     import fa3_standin
 
+    mod, make_plan = _fa3_engines()[engine]
     starts, lens, Hq, Hkv, D, P = CASES[case]
     q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.bfloat16, seed=case)
     scale = 1 / math.sqrt(D)
     want = xr.extend_attention(q, k, v, pk, pv, store, pt, extend_plan(starts, lens, Hq // Hkv, P, "cpu", D), scale)
-    plan = paged_plan(starts, lens, pt, P)
+    plan = make_plan(starts, lens, pt, P)
     out = torch.full_like(q, float("nan"))
-    got = xf.extend_attention(q, k, v, pk, pv, store, plan, scale, out=out, flash=fa3_standin)
+    got = mod.extend_attention(q, k, v, pk, pv, store, plan, scale, out=out, flash=fa3_standin)
     assert got is out and not torch.isnan(got).any()
     torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
 
@@ -202,25 +211,8 @@ def test_paged_plan_splits_the_view_into_disjoint_parts(batch):
             assert len(fp) == t - j * P + 1  # own page up to the row
 
 
-# ---- FA3 engine in one call (fa3_segments.py): same checks ----------------------------------------------------------
-from sgl_spec.kernels.extend_attention import fa3_segments as xs  # noqa: E402
+# ---- FA3 engine in one call (fa3_segments.py): its layout ------------------------------------------------------------
 from sgl_spec.kernels.extend_attention import segment_plan  # noqa: E402
-
-
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_fa3_segments_engine_matches_reference(case):
-    """fp16 operands against the fp32 twin: 1e-2 as for the two-call engine."""
-    import fa3_standin
-
-    starts, lens, Hq, Hkv, D, P = CASES[case]
-    q, k, v, pk, pv, store, pt = make_batch(starts, lens, Hq, Hkv, D, P, torch.bfloat16, seed=case)
-    scale = 1 / math.sqrt(D)
-    want = xr.extend_attention(q, k, v, pk, pv, store, pt, extend_plan(starts, lens, Hq // Hkv, P, "cpu", D), scale)
-    out = torch.full_like(q, float("nan"))
-    got = xs.extend_attention(q, k, v, pk, pv, store, segment_plan(starts, lens, pt, P), scale, out=out,
-                              flash=fa3_standin)
-    assert got is out and not torch.isnan(got).any()
-    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
 
 
 @pytest.mark.parametrize("batch", [([5, 0, 130, 64], [200, 64, 3, 0], 32)] + [_random_batch(i) for i in range(6)])
@@ -261,26 +253,12 @@ def test_segment_plan_gives_each_row_exactly_the_view(batch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128), (1, 128, 64), (8, 128, 64)])
-def test_fa3_segments_engine_on_gpu(G, D, P):
-    """sgl_kernel's FA3 on CUDA against the twin, bf16 model tensors, NaN-poisoned output."""
-    starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
-    q, k, v, pk, pv, store, pt = make_batch(starts, lens, 2 * G, 2, D, P, torch.bfloat16, seed=G)
-    cuda = [t.cuda() for t in (q, k, v, pk, pv, pt)]
-    for name in ("k_upper", "k_lower", "k_scale", "k_zero", "v_upper", "v_lower", "v_scale", "v_zero"):
-        setattr(store, name, getattr(store, name).cuda())
-    want = xr.extend_attention(*cuda[:5], store, cuda[5], extend_plan(starts, lens, G, P, "cuda", D), D ** -0.5)
-    out = torch.full_like(cuda[0], float("nan"))
-    got = xs.extend_attention(*cuda[:5], store, segment_plan(starts, lens, cuda[5], P), D ** -0.5, out=out)
-    assert not torch.isnan(got).any()
-    torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("G,D,P", [(4, 128, 64), (3, 64, 32), (2, 64, 128), (5, 128, 64), (6, 64, 64), (7, 128, 64),
-                                   (8, 128, 64)])
-def test_fa3_engine_on_gpu(G, D, P):
-    """sgl_kernel's FA3 on CUDA against the twin (fp32 on the same inputs), bf16 model tensors."""
+                                   (8, 128, 64), (1, 128, 64)])
+@pytest.mark.parametrize("engine", ["fa3", "fa3_segments"])
+def test_fa3_engine_on_gpu(G, D, P, engine):
+    """sgl_kernel's FA3 on CUDA (both engines) against the twin (fp32 on the same inputs), bf16 model tensors."""
+    mod, make_plan = _fa3_engines()[engine]
     starts, lens = [0, 77, 3 * P + 5, 1000], [300, 2 * P + 9, 1, 517]
     q, k, v, pk, pv, store, pt = make_batch(starts, lens, 2 * G, 2, D, P, torch.bfloat16, seed=G)
     cuda = [t.cuda() for t in (q, k, v, pk, pv, pt)]
@@ -288,6 +266,6 @@ def test_fa3_engine_on_gpu(G, D, P):
         setattr(store, name, getattr(store, name).cuda())
     want = xr.extend_attention(*cuda[:5], store, cuda[5], extend_plan(starts, lens, G, P, "cuda", D), D ** -0.5)
     out = torch.full_like(cuda[0], float("nan"))
-    got = xf.extend_attention(*cuda[:5], store, paged_plan(starts, lens, cuda[5], P), D ** -0.5, out=out)
+    got = mod.extend_attention(*cuda[:5], store, make_plan(starts, lens, cuda[5], P), D ** -0.5, out=out)
     assert not torch.isnan(got).any()
     torch.testing.assert_close(got.float(), want.float(), atol=2e-2, rtol=2e-2)

@@ -268,10 +268,7 @@ def test_for_worker_reads_the_quantspec_config(tmp_path):
     pol = autooff.for_worker(args, runner, 3)
     assert pol.mode == "auto" and pol.graph_max_bs == 0 and pol.model.source == "default:unknown"
     assert pol.model.draft == cm.DraftConfig(False, 0.1, 4, 1)
-    lin = SimpleNamespace(_quantspec_w4=object())  # a linear with a 4-bit copy (draft_weights.prepare's attribute)
-    layer = SimpleNamespace(self_attn=SimpleNamespace(qkv_proj=lin))
-    int4_runner = SimpleNamespace(**vars(runner), model=SimpleNamespace(model=SimpleNamespace(layers=[layer])))
-    assert autooff.for_worker(args, int4_runner, 3).model.draft.weight_bits == 4
+    assert autooff.for_worker(args, runner, 3, int4_weights=True).model.draft.weight_bits == 4
     _hand_model().save(tmp_path / "fit.json")
     fit = cfg(speculate="auto", cost_model=str(tmp_path / "fit.json"))
     pol = autooff.for_worker(SimpleNamespace(**{**vars(args), "_quantspec": fit}),

@@ -41,23 +41,32 @@ def _rows_lse(lse: torch.Tensor, T: int, H: int) -> torch.Tensor:
     return lse.float().contiguous()
 
 
-def extend_attention(q, k, v, prev_k, prev_v, store, plan: PagedPlan, sm_scale: float, out=None, flash=None):
-    """q [T, Hq, D], k / v [T, Hkv, D] (the new tokens, rows in plan order), prev_k / prev_v [B, P, Hkv, D] (each
-    request's start page as the ring held it before this forward), store: the layer's PageStore with every page the
-    plan reads already quantized. Returns out [T, Hq, D] in q's dtype."""
+def check_tensors(q, k, v, prev_k, prev_v, out):
+    """The shapes both FA3 engines take (q [T, Hq, D], k / v [T, Hkv, D], prev_k / prev_v [B, P, Hkv, D]); returns
+    ``out`` (a new tensor like q if None) after checking it."""
     T, Hq, D = q.shape
     Hkv = k.shape[1]
-    B, P = prev_k.shape[:2]
     if k.shape != (T, Hkv, D) or v.shape != k.shape or prev_v.shape != prev_k.shape or prev_k.shape[2:] != (Hkv, D):
         raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, prev_k "
                          f"{tuple(prev_k.shape)}, prev_v {tuple(prev_v.shape)}")
-    if int(plan.max_q) > T or plan.cu_q.numel() != B + 1 or store.k_upper.shape[2] != P:
-        raise ValueError(f"the plan covers {plan.cu_q.numel() - 1} requests and pages of {store.k_upper.shape[2]} "
-                         f"tokens; got {B} requests, {T} rows and pages of {P}")
     if out is None:
         out = torch.empty_like(q)
     if out.shape != q.shape or out.dtype != q.dtype:
         raise ValueError(f"out must be {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
+    return out
+
+
+def extend_attention(q, k, v, prev_k, prev_v, store, plan: PagedPlan, sm_scale: float, out=None, flash=None):
+    """q [T, Hq, D], k / v [T, Hkv, D] (the new tokens, rows in plan order), prev_k / prev_v [B, P, Hkv, D] (each
+    request's start page as the ring held it before this forward), store: the layer's PageStore with every page the
+    plan reads already quantized. Returns out [T, Hq, D] in q's dtype."""
+    out = check_tensors(q, k, v, prev_k, prev_v, out)
+    T, Hq, D = q.shape
+    Hkv = k.shape[1]
+    B, P = prev_k.shape[:2]
+    if int(plan.max_q) > T or plan.cu_q.numel() != B + 1 or store.k_upper.shape[2] != P:
+        raise ValueError(f"the plan covers {plan.cu_q.numel() - 1} requests and pages of {store.k_upper.shape[2]} "
+                         f"tokens; got {B} requests, {T} rows and pages of {P}")
     if T == 0:
         return out
     flash = flash or _sgl_flash()

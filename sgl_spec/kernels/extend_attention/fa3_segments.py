@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from sgl_spec.kernels.dequant_pages import dequant_pages
-from sgl_spec.kernels.extend_attention.fa3 import DTYPE, _sgl_flash
+from sgl_spec.kernels.extend_attention.fa3 import DTYPE, _sgl_flash, check_tensors
 from sgl_spec.kernels.extend_attention.plan import SegmentPlan
 
 
@@ -26,19 +26,13 @@ def extend_attention(q, k, v, prev_k, prev_v, store, plan: SegmentPlan, sm_scale
     """q [T, Hq, D], k / v [T, Hkv, D] (the new tokens, rows in plan order), prev_k / prev_v [B, P, Hkv, D] (each
     request's start page as the ring held it before this forward), store: the layer's PageStore with every page the
     plan reads already quantized. Returns out [T, Hq, D] in q's dtype."""
+    out = check_tensors(q, k, v, prev_k, prev_v, out)
     T, Hq, D = q.shape
     Hkv = k.shape[1]
     B, P = prev_k.shape[:2]
-    if k.shape != (T, Hkv, D) or v.shape != k.shape or prev_v.shape != prev_k.shape or prev_k.shape[2:] != (Hkv, D):
-        raise ValueError(f"shapes: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, prev_k "
-                         f"{tuple(prev_k.shape)}, prev_v {tuple(prev_v.shape)}")
     if plan.max_q > P or store.k_upper.shape[2] != P or plan.cu_q.numel() != plan.segments + 1:
         raise ValueError(f"the plan's segments ({plan.segments}, at most {plan.max_q} rows) do not fit pages of "
                          f"{store.k_upper.shape[2]} tokens and a ring of {P}")
-    if out is None:
-        out = torch.empty_like(q)
-    if out.shape != q.shape or out.dtype != q.dtype:
-        raise ValueError(f"out must be {tuple(q.shape)} {q.dtype}, got {tuple(out.shape)} {out.dtype}")
     if T == 0:
         return out
     flash = flash or _sgl_flash()

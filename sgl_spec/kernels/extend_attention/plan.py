@@ -89,51 +89,95 @@ class PagedPlan:
     b_keys: int  # keys of the gathered part B buffer
 
 
+@dataclass(frozen=True)
+class _Pages:
+    """What both FA3 layouts derive from the batch (host tensors): per request its start ``s``, new tokens ``n``,
+    end ``e``, first row ``row``, INT8 pages its last query reads ``need`` and their first page in the copy
+    ``base``; per segment (request, page its new positions touch) ``seg_b``, ``seg_j``, positions ``t0 … t1-1``,
+    of which ``n_ring`` own-page keys come from the ring and ``n_new`` are new rows; ``dq``: the copy's physical
+    pages (device)."""
+    s: torch.Tensor
+    n: torch.Tensor
+    e: torch.Tensor
+    row: torch.Tensor
+    need: torch.Tensor
+    base: torch.Tensor
+    n8: int
+    dq: torch.Tensor
+    seg_b: torch.Tensor
+    seg_j: torch.Tensor
+    t0: torch.Tensor
+    t1: torch.Tensor
+    n_ring: torch.Tensor
+    n_new: torch.Tensor
+
+    @property
+    def B(self) -> int:
+        return self.s.numel()
+
+    @property
+    def T(self) -> int:
+        return int(self.n.sum())
+
+    @property
+    def S(self) -> int:
+        return self.seg_b.numel()
+
+
+def _pages(starts, lens, page_table: torch.Tensor, P: int) -> _Pages:
+    dev = page_table.device
+    s = torch.tensor(list(starts), dtype=torch.long)
+    n = torch.tensor(list(lens), dtype=torch.long)
+    e = s + n
+    live = n > 0
+    row = torch.cumsum(n, 0) - n  # first row of each request
+    # the INT8 pages each request's last query reads, copied one request after another
+    need = torch.where(live, (e - 1).clamp_min(0) // P, 0)
+    base = torch.cumsum(need, 0) - need
+    n8 = int(need.sum())
+    dq_b, dq_j = spans(torch.zeros(s.numel(), dtype=torch.long), need)
+    dq = page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev)
+    # one segment per (request, page its new positions touch)
+    seg_b, seg_j = spans(s // P, torch.where(live, (e - 1) // P - s // P + 1, 0))
+    t0 = torch.maximum(s[seg_b], seg_j * P)
+    t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
+    return _Pages(s, n, e, row, need, base, n8, dq, seg_b, seg_j, t0, t1, t0 - seg_j * P, t1 - t0)
+
+
+def _to(dev):
+    return lambda x: x.to(dev, non_blocking=True)
+
+
 def paged_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> PagedPlan:
     """The layout of every request's new positions ``start … start+len-1``; ``page_table`` [B, ≥ pages] (device)
     maps logical to physical pages. Built with a few host tensor ops whatever the number of pages (a 16k-token
     chunk has 256 part B segments), then moved to the device without waiting."""
     P, dev = page_size, page_table.device
-    s = torch.tensor(list(starts), dtype=torch.long)
-    n = torch.tensor(list(lens), dtype=torch.long)
-    B, T = s.numel(), int(n.sum())
-    e = s + n
-    live = n > 0
-    row = torch.cumsum(n, 0) - n  # first row of each request
-    # part A: the INT8 pages each request's last query reads, copied one request after another
-    need = torch.where(live, (e - 1).clamp_min(0) // P, 0)
-    base = torch.cumsum(need, 0) - need
-    n8 = int(need.sum())
-    width = max(1, int(need.max()) if B else 1)
+    g = _pages(starts, lens, page_table, P)
+    B, T, S = g.B, g.T, g.S
+    # part A: each request's INT8 pages as FA3's paged cache
+    width = max(1, int(g.need.max()) if B else 1)
     col = torch.arange(width)
-    table = torch.where(col[None] < need[:, None], base[:, None] + col[None], 0).to(torch.int32)
-    dq_b, dq_j = spans(torch.zeros(B, dtype=torch.long), need)
-    # part B: one segment per (request, page its new positions touch), keys [INT8 page j-1 ; ring ; new rows]
-    pages = torch.where(live, (e - 1) // P - s // P + 1, 0)
-    seg_b, seg_j = spans(s // P, pages)
-    S = seg_b.numel()
-    t0 = torch.maximum(s[seg_b], seg_j * P)
-    t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
-    n_i8 = torch.where(seg_j > 0, P, 0)
-    n_ring = t0 - seg_j * P  # own page positions before the request's start: from its ring copy
-    n_new = t1 - t0
-    seg_keys = n_i8 + n_ring + n_new
+    table = torch.where(col[None] < g.need[:, None], g.base[:, None] + col[None], 0).to(torch.int32)
+    # part B: keys [INT8 page j-1 ; ring ; new rows] of every segment
+    n_i8 = torch.where(g.seg_j > 0, P, 0)
+    seg_keys = n_i8 + g.n_ring + g.n_new
     cu_k = torch.cumsum(seg_keys, 0) - seg_keys
     i8_pos = ranges(cu_k, n_i8)
-    i8_src = ranges((base[seg_b] + seg_j - 1) * P, n_i8)
-    own_pos = torch.cat([ranges(cu_k + n_i8, n_ring), ranges(cu_k + n_i8 + n_ring, n_new)])
-    own_src = torch.cat([ranges(T + seg_b * P, n_ring), ranges(row[seg_b] + t0 - s[seg_b], n_new)])
+    i8_src = ranges((g.base[g.seg_b] + g.seg_j - 1) * P, n_i8)
+    own_pos = torch.cat([ranges(cu_k + n_i8, g.n_ring), ranges(cu_k + n_i8 + g.n_ring, g.n_new)])
+    own_src = torch.cat([ranges(T + g.seg_b * P, g.n_ring), ranges(g.row[g.seg_b] + g.t0 - g.s[g.seg_b], g.n_new)])
     zero = torch.zeros(1, dtype=torch.long)
-    b_cu_q = torch.cat([zero, torch.cumsum(n_new, 0)])
+    b_cu_q = torch.cat([zero, torch.cumsum(g.n_new, 0)])
     b_cu_k = torch.cat([zero, torch.cumsum(seg_keys, 0)])
-    dq = page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev)
-    to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
+    to = _to(dev)
     i32 = lambda x: to(x.to(torch.int32))  # noqa: E731
     return PagedPlan(
-        cu_q=i32(torch.cat([zero, torch.cumsum(n, 0)])), a_len=i32(torch.where(live, (e - P).clamp_min(0), 0)),
-        a_table=to(table), dq_pages=dq, b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k), b_own_pos=to(own_pos),
-        b_own_src=to(own_src), b_int8_pos=to(i8_pos), b_int8_src=to(i8_src), max_q=int(n.max()) if B else 0,
-        b_max_q=int(n_new.max()) if S else 0, b_max_k=int(seg_keys.max()) if S else 0, n8=n8,
+        cu_q=i32(torch.cat([zero, torch.cumsum(g.n, 0)])),
+        a_len=i32(torch.where(g.n > 0, (g.e - P).clamp_min(0), 0)), a_table=to(table), dq_pages=g.dq,
+        b_cu_q=i32(b_cu_q), b_cu_k=i32(b_cu_k), b_own_pos=to(own_pos), b_own_src=to(own_src),
+        b_int8_pos=to(i8_pos), b_int8_src=to(i8_src), max_q=int(g.n.max()) if B else 0,
+        b_max_q=int(g.n_new.max()) if S else 0, b_max_k=int(seg_keys.max()) if S else 0, n8=g.n8,
         b_keys=int(seg_keys.sum()))
 
 
@@ -159,33 +203,19 @@ def segment_plan(starts, lens, page_table: torch.Tensor, page_size: int) -> Segm
     """The one-call layout of every request's new positions ``start … start+len-1`` (``page_table`` [B, ≥ pages],
     device, logical to physical pages); a few host tensor ops, then moved to the device without waiting."""
     P, dev = page_size, page_table.device
-    s = torch.tensor(list(starts), dtype=torch.long)
-    n = torch.tensor(list(lens), dtype=torch.long)
-    B, T = s.numel(), int(n.sum())
-    e = s + n
-    live = n > 0
-    row = torch.cumsum(n, 0) - n
-    need = torch.where(live, (e - 1).clamp_min(0) // P, 0)  # INT8 pages the request's last query reads
-    base = torch.cumsum(need, 0) - need
-    n8 = int(need.sum())
-    dq_b, dq_j = spans(torch.zeros(B, dtype=torch.long), need)
-    pages = torch.where(live, (e - 1) // P - s // P + 1, 0)
-    seg_b, seg_j = spans(s // P, pages)
-    S = seg_b.numel()
-    t0 = torch.maximum(s[seg_b], seg_j * P)
-    t1 = torch.minimum(e[seg_b], (seg_j + 1) * P)
-    n_ring, n_new = t0 - seg_j * P, t1 - t0
-    width = max(1, int(seg_j.max()) + 1 if S else 1)
+    g = _pages(starts, lens, page_table, P)
+    T, S = g.T, g.S
+    width = max(1, int(g.seg_j.max()) + 1 if S else 1)
     col = torch.arange(width)[None]
-    own_page = n8 + torch.arange(S)
-    table = torch.where(col < seg_j[:, None], base[seg_b][:, None] + col,
-                        torch.where(col == seg_j[:, None], own_page[:, None], 0)).to(torch.int32)
-    own_pos = torch.cat([ranges(own_page * P, n_ring), ranges(own_page * P + n_ring, n_new)])
-    own_src = torch.cat([ranges(T + seg_b * P, n_ring), ranges(row[seg_b] + t0 - s[seg_b], n_new)])
+    own_page = g.n8 + torch.arange(S)
+    j = g.seg_j[:, None]
+    table = torch.where(col < j, g.base[g.seg_b][:, None] + col,
+                        torch.where(col == j, own_page[:, None], 0)).to(torch.int32)
+    own_pos = torch.cat([ranges(own_page * P, g.n_ring), ranges(own_page * P + g.n_ring, g.n_new)])
+    own_src = torch.cat([ranges(T + g.seg_b * P, g.n_ring), ranges(g.row[g.seg_b] + g.t0 - g.s[g.seg_b], g.n_new)])
     zero = torch.zeros(1, dtype=torch.long)
-    dq = page_table[dq_b.to(dev), dq_j.to(dev)].long() if n8 else torch.zeros(0, dtype=torch.long, device=dev)
-    to = lambda x: x.to(dev, non_blocking=True)  # noqa: E731
+    to = _to(dev)
     return SegmentPlan(
-        cu_q=to(torch.cat([zero, torch.cumsum(n_new, 0)]).to(torch.int32)), seqlens=to(t1.to(torch.int32)),
-        table=to(table), dq_pages=dq, own_pos=to(own_pos), own_src=to(own_src),
-        max_q=int(n_new.max()) if S else 0, n8=n8, segments=S)
+        cu_q=to(torch.cat([zero, torch.cumsum(g.n_new, 0)]).to(torch.int32)), seqlens=to(g.t1.to(torch.int32)),
+        table=to(table), dq_pages=g.dq, own_pos=to(own_pos), own_src=to(own_src),
+        max_q=int(g.n_new.max()) if S else 0, n8=g.n8, segments=S)
