@@ -338,13 +338,13 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         P = self.P
         # 1. each request's first page as the ring holds it, read before this forward's ring writes can overwrite it
         prev_k, prev_v = hot_k[md.slots, md.ring], hot_v[md.slots, md.ring]  # [B, P, H, D]
-        prev = [(prev_k[b, :s % P], prev_v[b, :s % P]) for b, s in enumerate(md.starts)]
-        # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers)
+        # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers; the per-request
+        # slices are built only for those pages, so a batch without one adds no host work a layer)
         self._write_ring(md.tokens, hot_k, hot_v, k, v)
         if md.tokens.q_rows.numel():
-            side_k = [torch.cat([prev[b][0], k[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
+            side_k = [torch.cat([prev_k[b, :md.starts[b] % P], k[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
                       for b, j in md.straddle]
-            side_v = [torch.cat([prev[b][1], v[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
+            side_v = [torch.cat([prev_v[b, :md.starts[b] % P], v[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
                       for b, j in md.straddle]
             src_k = torch.cat([k] + [t.to(k.dtype) for t in side_k]) if side_k else k
             src_v = torch.cat([v] + [t.to(v.dtype) for t in side_v]) if side_v else v
@@ -361,7 +361,7 @@ class QuantSpecAttnBackend(_attention_backend_base()):
             extend_attention(q3, k, v, prev_k, prev_v, store, md.page_table, md.plan, layer.scaling, out=out)
             return out.view(q.shape[0], -1)
         for b, (s, n, r0) in enumerate(zip(md.starts, md.lens, md.row0)):
-            extend_one(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev[b][0], prev[b][1], store,
+            extend_one(q3[r0:r0 + n], k[r0:r0 + n], v[r0:r0 + n], prev_k[b, :s % P], prev_v[b, :s % P], store,
                              md.page_table[b], s, layer.scaling, out=out[r0:r0 + n], page_aligned=self.batch_invariant)
         return out.view(q.shape[0], -1)
 

@@ -411,3 +411,62 @@ def test_prefill_engine_default_on_cuda(monkeypatch, cap, fa3_imports, want):
     monkeypatch.setenv(engine.PREFILL_ENV, "torch")
     assert engine.prefill_engine("cuda") == "torch"
 
+
+
+@pytest.mark.parametrize("engine", ["fa3", "fa3_segments"])
+def test_batched_extend_host_work_does_not_grow_with_the_batch(monkeypatch, engine):
+    """The batched EXTEND engines issue the same torch ops a layer whether the batch holds 2 or 8 requests (chunks
+    that start on a page boundary, as radix hits and page-aligned chunked prefill do): no per-request host loop per
+    layer, where a long prompt's prefill is host-bound. FA3's entry points (the stand-in) count as one op each."""
+    import collections
+
+    import fa3_standin
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from sgl_spec.kernels.extend_attention import fa3, fa3_segments
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops, self.on = collections.Counter(), True
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if self.on:
+                self.ops[str(func.overloadpacket)] += 1
+            return func(*args, **(kwargs or {}))
+
+    mode = Count()
+
+    class OneOp:
+        def __getattr__(self, name):
+            def call(*a, **kw):
+                mode.on = False
+                try:
+                    return getattr(fa3_standin, name)(*a, **kw)
+                finally:
+                    mode.on = True
+                    mode.ops["fa3." + name] += 1
+            return call
+
+    monkeypatch.setattr(fa3, "_sgl_flash", lambda: OneOp())
+    monkeypatch.setattr(fa3_segments, "_sgl_flash", lambda: OneOp())
+
+    def ops_a_layer(batch):
+        data = make_data([96] * batch, seed=5)
+        sim = Sim(num_pages=60, slots=batch + 1)
+        sim.backend.prefill_engine = engine
+        extend = sim.backend.forward_extend
+
+        def counted(*a, **kw):
+            with mode:
+                return extend(*a, **kw)
+
+        sim.backend.forward_extend = counted
+        mode.ops.clear()
+        sim.forward("EXTEND", [(i + 1, i, 0, 64) for i in range(batch)], data)  # first chunk: two pages each
+        sim.forward("EXTEND", [(i + 1, i, 64, 32) for i in range(batch)], data)  # a page-aligned continuation
+        return {op: n / LAYERS for op, n in mode.ops.items()}
+
+    two, eight = ops_a_layer(2), ops_a_layer(8)
+    assert two == eight, {op: (two.get(op), eight.get(op)) for op in set(two) | set(eight)
+                          if two.get(op) != eight.get(op)}
