@@ -86,6 +86,15 @@ class _Extend:  # EXTEND / MIXED: host-driven
     segments: Optional[SegmentPlan] = None  # the one-call FA3 engine's (prefill_engine "fa3_segments")
 
 
+def _with_straddles(new: torch.Tensor, ring: torch.Tensor, md: _Extend, P: int) -> torch.Tensor:
+    """The rows an EXTEND's completed pages are quantized from: the new rows, then one [ring part | new part] page per
+    page that began before its request's start (``ring``: each request's start page as the ring held it). The slices
+    are built only for those pages, so a batch without one adds no host work a layer."""
+    sides = [torch.cat([ring[b, :md.starts[b] % P], new[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
+             for b, j in md.straddle]
+    return torch.cat([new] + [t.to(new.dtype) for t in sides]) if sides else new
+
+
 @dataclass
 class _Draft:  # set by the worker through draft_mode()
     window_start: torch.Tensor  # [B] first position of the round (kept by reference: a captured graph reads it)
@@ -338,17 +347,11 @@ class QuantSpecAttnBackend(_attention_backend_base()):
         P = self.P
         # 1. each request's first page as the ring holds it, read before this forward's ring writes can overwrite it
         prev_k, prev_v = hot_k[md.slots, md.ring], hot_v[md.slots, md.ring]  # [B, P, H, D]
-        # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers; the per-request
-        # slices are built only for those pages, so a batch without one adds no host work a layer)
+        # 2. ring, 3. completed pages (straddling ones from [earlier part | new part] side buffers)
         self._write_ring(md.tokens, hot_k, hot_v, k, v)
         if md.tokens.q_rows.numel():
-            side_k = [torch.cat([prev_k[b, :md.starts[b] % P], k[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
-                      for b, j in md.straddle]
-            side_v = [torch.cat([prev_v[b, :md.starts[b] % P], v[md.row0[b]: md.row0[b] + (j + 1) * P - md.starts[b]]])
-                      for b, j in md.straddle]
-            src_k = torch.cat([k] + [t.to(k.dtype) for t in side_k]) if side_k else k
-            src_v = torch.cat([v] + [t.to(v.dtype) for t in side_v]) if side_v else v
-            quantize_pages(src_k, src_v, md.tokens.q_rows, md.tokens.q_pages, store)
+            quantize_pages(_with_straddles(k, prev_k, md, P), _with_straddles(v, prev_v, md, P), md.tokens.q_rows,
+                           md.tokens.q_pages, store)
         # 4. attention: the whole batch at once (FA3 or Triton engine), else one request at a time
         out = torch.empty_like(q3)
         if md.paged is not None:

@@ -231,7 +231,8 @@ def decode_graph_max_bs(server_args) -> int:
 
 def for_worker(server_args, model_runner, gamma: int, int4_weights: bool = False) -> AutoOff:
     """The worker's AutoOff from the server's quantspec config (``--quantspec-speculate``, ``--quantspec-cost-model``)
-    and its model (``int4_weights``: the drafts read the 4-bit copy of the linears). Without a quantspec config (unit tests) or without a model shape it speculates always."""
+    and its model (``int4_weights``: the drafts read the 4-bit copy of the linears). Without a quantspec config (unit
+    tests) or without a model shape it speculates always."""
     from sgl_spec.config import get_config
 
     cfg = get_config(server_args)

@@ -412,7 +412,6 @@ def test_prefill_engine_default_on_cuda(monkeypatch, cap, fa3_imports, want):
     assert engine.prefill_engine("cuda") == "torch"
 
 
-
 @pytest.mark.parametrize("engine", ["fa3", "fa3_segments"])
 def test_batched_extend_host_work_does_not_grow_with_the_batch(monkeypatch, engine):
     """The batched EXTEND engines issue the same torch ops a layer whether the batch holds 2 or 8 requests (chunks
