@@ -36,8 +36,8 @@ from test_pycode_server import _gen, code_prompts  # noqa: E402
 
 pytestmark = [pytest.mark.gpu, pytest.mark.server, pytest.mark.timeout(1800)]
 
-# CUDA graphs only up to the largest batch a test sends (CONCURRENT): SGLang's default list reaches far beyond it,
-# and capturing the target's and the draft's graphs for every size is most of a server's startup.
+# CUDA graphs only up to the largest batch a test sends (CONCURRENT): graphs of larger sizes would be captured at
+# startup and never replayed.
 COMMON = ["--dtype", "bfloat16", "--max-total-tokens", "65536", "--chunked-prefill-size", "256",
           "--mem-fraction-static", "0.5", "--cuda-graph-max-bs-decode", "16"]
 INT8_ARGS = COMMON + ["--attention-backend", "quantspec"]
