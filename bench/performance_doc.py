@@ -66,10 +66,13 @@ def e2e_section(doc: dict, figures: bool = True) -> list[str]:
            "cache without speculation; spec-auto = the default server (`--spec-algo quantspec`). Where the client's "
            "own window (tokens streamed per second) gives a ratio more than 15% off the log's, it follows in "
            "brackets: a stall inside the window that the log's steady-state lines leave out. TTFT: the client's median "
-           "time to first token in the same cell (all of the cell's prompts sent at once).", ""]
+           "time to first token in the same cell (all of the cell's prompts sent at once); cell s: from sending the "
+           "cell's prompts to the last request's last token (every prefill and every new token).", ""]
     out += _provenance(meta, meta.get("commands"), meta.get("versions"))
     ttft = [m for m in ("bf16", "spec-auto") if any(best.get((m, c, b), {}).get("ttft_p50_s") for c, b in cells)]
-    head = ["ctx", "batch", "bf16 tok/s"] + [f"{m} ×" for m in modes] + [f"TTFT p50 ms {m}" for m in ttft]
+    whole = [m for m in ("bf16", "spec-auto") if any(best.get((m, c, b), {}).get("cell_s") for c, b in cells)]
+    head = (["ctx", "batch", "bf16 tok/s"] + [f"{m} ×" for m in modes] + [f"TTFT p50 ms {m}" for m in ttft]
+            + [f"cell s {m}" for m in whole])
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for c, b in cells:
         base = best.get(("bf16", c, b))
@@ -84,6 +87,8 @@ def e2e_section(doc: dict, figures: bool = True) -> list[str]:
         for m in ttft:
             t = best.get((m, c, b), {}).get("ttft_p50_s")
             line.append(_f(t and 1e3 * t, ".0f"))
+        for m in whole:
+            line.append(_f(best.get((m, c, b), {}).get("cell_s")))
         out.append("| " + " | ".join(line) + " |")
     kv = {m: next((r.get("kv_bytes_per_token") for r in rows if r["mode"] == m and r.get("kv_bytes_per_token")), None)
           for m in ("bf16", "int8")}
