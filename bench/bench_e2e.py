@@ -283,7 +283,8 @@ def _measure(a, srv, clock, row, prompts_for, prompts):
                                   timeout=max(30.0, min(600.0, clock.left() - 15)), procs=procs)
     m = e2e_client.window_metrics(traces, skip=a.skip)
     text = srv.log_since(offset)
-    log = {**e2e_server.steady_log_throughput(text, row["batch"]), **e2e_server.steady_round_phases(text, row["batch"])}
+    log = {**e2e_server.steady_log_throughput(text, row["batch"]), **e2e_server.steady_round_phases(text, row["batch"]),
+           "serving_compiles": e2e_server.serving_compiles(text)}
     wall = time.monotonic() - t_start
     clock.learn(row["batch"], row["ctx"], a.gen, wall)
     out = {**row, **m, **log, "wall_s": wall, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -316,6 +317,10 @@ def _record(a, doc, row):
               f"τ {f('accept_length', '.2f')}  itl p50/p90 "
               f"{f('itl_p50_ms', '.2f')}/{f('itl_p90_ms', '.2f')} ms  step {f('t_step_ms', '.2f')} ms  "
               f"kv {f('kv_bytes_per_token', '.0f')} B/tok  window {f('window_s', '.2f')} s", flush=True)
+        print(f"[e2e]   cell {f('cell_s', '.2f')} s: prefill done {f('prefill_done_s', '.2f')}, window "
+              f"{f('decode_start_s', '.2f')}-{f('first_done_s', '.2f')}, tail {f('tail_s', '.2f')} s; longest pause "
+              f"{f('max_gap_s', '.3f')} s at {f('max_gap_at_s', '.2f')} s; serving-time compilations "
+              f"{r.get('serving_compiles') or 'none'}", flush=True)
     else:
         print(f"[e2e] {r['model']} {r['mode']:<10} γ={r['gamma']} ctx={r['ctx']:>6} b={r['batch']:>3}  "
               f"{r['status'].upper()}: {str(r.get('reason'))[:300]}", flush=True)

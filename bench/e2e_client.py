@@ -131,6 +131,21 @@ def _count_by(events, t_end):
     return sum(n for t, _, n in events if t <= t_end)
 
 
+def timeline(traces: list[dict], sent: float, t0: float, t1: float) -> dict:
+    """Where a cell's time went, relative to ``sent``: the window's start (``decode_start_s``) and end (the first
+    request done, ``first_done_s``), the time from there to the last request's end (``tail_s``), and the longest
+    pause between two chunks of one request after its first token (``max_gap_s``, starting at ``max_gap_at_s``):
+    a pause far above the chunk gap is a stall (a compilation, a host wait) that tok/s alone does not locate."""
+    gap, at = 0.0, None
+    for t in traces:
+        ts = [e[0] for e in t["events"]]
+        for a, b in zip(ts, ts[1:]):
+            if b - a > gap:
+                gap, at = b - a, a - sent
+    return {"decode_start_s": t0 - sent, "first_done_s": t1 - sent,
+            "tail_s": max(t["events"][-1][0] for t in traces) - t1, "max_gap_s": gap, "max_gap_at_s": at}
+
+
 def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> dict:
     """Steady-state decode metrics of one batch (module docstring). ``skip``: decode tokens each request must have
     received before the window opens (plus the prefill's first token); ``min_tokens``: tokens per request the
@@ -146,7 +161,8 @@ def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> di
     # prefill_done_s: the last first token (every prefill done); cell_s: the whole cell, prefill and every new token
     out = {"prefill_done_s": max(_time_of_token(t["events"], 1) for t in traces) - sent,
            "ttft_p50_s": _quantile([_time_of_token(t["events"], 1) - t["t_send"] for t in traces], 0.5),
-           "cell_s": max(t["events"][-1][0] for t in traces) - sent}
+           "cell_s": max(t["events"][-1][0] for t in traces) - sent,
+           **timeline(traces, sent, t0, t1)}
     if t1 <= t0:
         return {**out, "status": "no_window",
                 "reason": "the first request finished before the last one was decoding (raise --gen)"}

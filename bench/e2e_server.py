@@ -258,6 +258,15 @@ def steady_round_phases(text: str, batch: int) -> dict:
     return {"round_phases": out}
 
 
+_COMPILE = re.compile(r"Triton kernel '([^']+)' took ([0-9.]+) s to compile after serving started")
+
+
+def serving_compiles(text: str) -> list[list]:
+    """[kernel, seconds] for each Triton compilation SGLang logged after the server was up (SGLang 0.5.23 reports
+    them): a first use inside a measured cell that the warm-up did not cover."""
+    return [[m.group(1), float(m.group(2))] for m in _COMPILE.finditer(text)]
+
+
 def kv_bytes_from_log(text: str) -> dict:
     """Bytes per token of the KV pool as the server logged it (quantspec's pool line, or SGLang's K/V sizes, which
     are rounded to 0.01 GB: only a cross-check of the formula)."""

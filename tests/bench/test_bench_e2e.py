@@ -43,6 +43,27 @@ def test_window_metrics_exact_on_synthetic_streams():
     assert m["prefill_done_s"] == pytest.approx(1.05)
 
 
+def test_timeline_locates_a_stall_after_the_window():
+    # request 2 finishes 40 chunks after request 1, and pauses 1.5 s after its 120th chunk
+    one = _trace(1.00, 0.01, 100, 3)
+    two = _trace(1.05, 0.01, 140, 3)
+    two["events"] = two["events"][:121] + [(t + 1.5, r + 1.5, n) for t, r, n in two["events"][121:]]
+    m = e2e_client.window_metrics([one, two], skip=3)
+    assert m["decode_start_s"] == pytest.approx(1.06) and m["first_done_s"] == pytest.approx(2.00)
+    assert m["cell_s"] == pytest.approx(1.05 + 1.40 + 1.5)
+    assert m["tail_s"] == pytest.approx(m["cell_s"] - 2.00)
+    assert m["max_gap_s"] == pytest.approx(1.51) and m["max_gap_at_s"] == pytest.approx(1.05 + 1.20)
+
+
+def test_serving_time_compilations_from_the_server_log():
+    text = ("[2026-12-07 15:29:51] Triton kernel '_gemv_kernel' took 1.05 s to compile after serving started. "
+            "Serving-time compilation can stall the engine; pre-compile it during engine init.\n"
+            "[2026-12-07 15:29:52] Decode batch, #running-req: 3\n"
+            "[2026-12-07 15:29:53] Triton kernel '_draft_decode_kernel' took 2.18 s to compile after serving started.")
+    assert e2e_server.serving_compiles(text) == [["_gemv_kernel", 1.05], ["_draft_decode_kernel", 2.18]]
+    assert e2e_server.serving_compiles(LOG) == []
+
+
 def test_window_metrics_reports_missing_windows_and_failures():
     late = [_trace(1.0, 0.01, 10, 1), _trace(5.0, 0.01, 10, 1)]  # the first finished before the second started
     assert e2e_client.window_metrics(late, skip=1)["status"] == "no_window"
