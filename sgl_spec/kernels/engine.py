@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from sgl_spec import knobs
+
 logger = logging.getLogger(__name__)
 
 GLUON_MIN_CAPABILITY = (9, 0)  # the Gluon kernels are built and tested on sm_90 (H100 / H200); PDL needs sm_90+
@@ -31,10 +33,10 @@ OPS = ("draft", "verify")
 
 
 def use_triton(t: torch.Tensor) -> bool:
-    return t.is_cuda and os.environ.get("SGL_SPEC_FORCE_REF", "0") != "1"
+    return t.is_cuda and knobs.get("FORCE_REF", "0") != "1"
 
 
-PREFILL_ENV = "SGL_SPEC_PREFILL"  # benchmarking: one of PREFILL_ENGINES, forces the EXTEND attention's engine
+PREFILL_ENV = knobs.name("PREFILL")  # benchmarking: one of PREFILL_ENGINES, forces the EXTEND attention's engine
 PREFILL_ENGINES = ("fa3", "fa3_segments", "triton", "torch")
 FA3_MIN_CAPABILITY = (9, 0)  # sgl_kernel's FlashAttention-3 runs on Hopper and later
 
@@ -60,7 +62,7 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
     page-aligned key layout only it has), "torch" (per request, dequantized pages through SDPA:
     sgl_spec/kvcache/prefill.py, the reference). ``SGL_SPEC_PREFILL`` forces an engine (benchmarking), e.g.
     "fa3_segments" (extend_attention/fa3_segments.py: the same view in one FA3 call a layer, no merge)."""
-    want = os.environ.get(PREFILL_ENV, "")
+    want = knobs.get("PREFILL")
     if want and want not in PREFILL_ENGINES:
         raise ValueError(f"{PREFILL_ENV} must be one of {', '.join(PREFILL_ENGINES)}, got {want!r}")
     dev = torch.device(device)
@@ -80,7 +82,7 @@ def prefill_engine(device, batch_invariant: bool = False) -> str:
 MARLIN_MIN_CAPABILITY = (8, 0)  # SGLang's Marlin W4A16 GEMM: Ampere and later
 
 
-W4A16_ENV = "SGL_SPEC_W4A16"  # benchmarking: "marlin" | "triton" | "torch", forces the draft weights' GEMM
+W4A16_ENV = knobs.name("W4A16")  # benchmarking: "marlin" | "triton" | "torch", forces the draft weights' GEMM
 W4A16_ENGINES = ("marlin", "triton", "torch")
 
 
@@ -89,7 +91,7 @@ def w4a16_engine(device) -> tuple[str, str]:
     device of compute capability 8.0+ where SGLang's Marlin imports, else "torch" (dequantize + matmul: the CPU path,
     correct but no faster than the model's own weights). ``SGL_SPEC_W4A16`` forces "triton" (w4a16_linear/triton.py)
     or another engine on CUDA (benchmarking)."""
-    want = os.environ.get(W4A16_ENV, "")
+    want = knobs.get("W4A16")
     if want and want not in W4A16_ENGINES:
         raise ValueError(f"{W4A16_ENV} must be one of {', '.join(W4A16_ENGINES)}, got {want!r}")
     dev = torch.device(device)

@@ -30,6 +30,7 @@ from sgl_spec.kernels.quantize_pages import quantize_pages
 from sgl_spec.kernels.ring_write import ring_write
 from sgl_spec.kernels.verify_attention import verify_attention
 from sgl_spec.kernels.window_meta import window_meta
+from sgl_spec import knobs
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
@@ -110,6 +111,8 @@ class QuantSpecAttnBackend(_attention_backend_base()):
     def __init__(self, model_runner, resolved_name: str, cfg: QuantSpecConfig):
         super().__init__()
         from sgl_spec.kvcache.pool import QuantSpecKVPool
+
+        knobs.warn_set(logger)  # the INT8-only and the speculative server both build this backend at startup
 
         self.device = model_runner.device
         self.req_to_token_pool = model_runner.req_to_token_pool

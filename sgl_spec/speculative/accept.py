@@ -4,15 +4,15 @@ draws taken here) and the emitted tokens' logprobs. Shared by the worker's round
 auto-off plain steps (:mod:`sgl_spec.speculative.auto_off`)."""
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
 
+from sgl_spec import knobs
 from sgl_spec.speculative import sampling
 
 
-SIMULATE_ENV = "SGL_SPEC_SIMULATE_ACCEPT"  # benchmarking: keep each matching greedy draft with this probability
+SIMULATE_ENV = knobs.name("SIMULATE_ACCEPT")  # benchmarking: keep each matching greedy draft with this probability
 
 
 def simulated_alpha() -> Optional[float]:
@@ -20,7 +20,7 @@ def simulated_alpha() -> Optional[float]:
     accept every draft; with it each greedy draft the target would accept is kept i.i.d. with that probability, so a
     benchmark of a dummy model sees a chosen acceptance. Output stays the target's greedy output (a dropped draft
     is replaced by the target's token); only acceptance, and so speed, is simulated."""
-    raw = os.environ.get(SIMULATE_ENV, "")
+    raw = knobs.get("SIMULATE_ACCEPT")
     if not raw:
         return None
     alpha = float(raw)

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections import Counter, deque
 from typing import Optional
 
 import torch
 
+from sgl_spec import knobs
 from sgl_spec.speculative import accept
 from sgl_spec.speculative import cost_model as cm
 from sgl_spec.speculative import sampling, war_release
@@ -259,7 +259,7 @@ def for_worker(server_args, model_runner, gamma: int, int4_weights: bool = False
     logger.info("quantspec speculate=auto: cost model %s, plain steps %s", model.source,
                 f"in the verify CUDA graph up to batch {graph_max_bs}" if graph_max_bs else "eager")
     # SGL_SPEC_AUTO_LOG=N (debugging): log the policy's state every N decisions instead of every 4096
-    log_every = int(os.environ.get("SGL_SPEC_AUTO_LOG", "4096") or 4096)
+    log_every = int(knobs.get("AUTO_LOG", "4096"))
     return AutoOff(model, gamma, mode="auto", graph_max_bs=graph_max_bs, log_every=log_every)
 
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from typing import Optional
 
@@ -44,13 +43,14 @@ from sglang.srt.model_executor.forward_context import ForwardContext, forward_co
 from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
 from sglang.srt.model_executor.runner_backend.base_cuda_graph_backend import BaseCudaGraphBackend
 
+from sgl_spec import knobs
 from sgl_spec.patches import sglang
 from sgl_spec.speculative import draft_layers, draft_weights
 from sgl_spec.speculative.spec_info import QuantSpecDraftStep
 
 logger = logging.getLogger(__name__)
 
-ENV = "SGL_SPEC_DRAFT_GRAPHS"  # debugging: "off" | "eager"; unset = CUDA graphs wherever SGLang captures its own
+ENV = knobs.name("DRAFT_GRAPHS")  # debugging: "off" | "eager"; unset = CUDA graphs wherever SGLang captures its own
 
 
 class DraftStatics:
@@ -267,7 +267,7 @@ class DraftGraphRunner(DecodeCudaGraphRunner):
 
 
 def _mode() -> str:
-    mode = os.environ.get(ENV, "on").strip().lower()
+    mode = knobs.get("DRAFT_GRAPHS", "on").lower()
     if mode not in ("on", "off", "eager"):
         raise ValueError(f"{ENV} must be on, off or eager (debugging), got {mode!r}")
     return mode

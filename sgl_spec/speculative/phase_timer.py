@@ -13,20 +13,21 @@ between its events, plus the host time outside the worker (scheduler, detokenize
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import defaultdict
 from typing import Optional
 
 import torch
 
+from sgl_spec import knobs
+
 logger = logging.getLogger(__name__)
 
-ENV = "SGL_SPEC_TIMING"
+ENV = knobs.name("TIMING")
 
 
 def from_env(device) -> Optional["PhaseTimer"]:
-    raw = os.environ.get(ENV, "").strip()
+    raw = knobs.get("TIMING")
     if not raw:
         return None
     try:
@@ -108,7 +109,7 @@ class PhaseTimer:
         self._t_end_prev = None
 
 
-PROFILE_ENV = "SGL_SPEC_PROFILE"
+PROFILE_ENV = knobs.name("PROFILE")
 
 
 class RoundProfiler:
@@ -122,7 +123,7 @@ class RoundProfiler:
 
     @classmethod
     def from_env(cls) -> Optional["RoundProfiler"]:
-        raw = os.environ.get(PROFILE_ENV, "").strip()
+        raw = knobs.get("PROFILE")
         if not raw:
             return None
         try:
