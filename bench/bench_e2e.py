@@ -319,7 +319,9 @@ def _record(a, doc, row):
               f"kv {f('kv_bytes_per_token', '.0f')} B/tok  window {f('window_s', '.2f')} s", flush=True)
         print(f"[e2e]   cell {f('cell_s', '.2f')} s: prefill done {f('prefill_done_s', '.2f')}, window "
               f"{f('decode_start_s', '.2f')}-{f('first_done_s', '.2f')}, tail {f('tail_s', '.2f')} s; longest pause "
-              f"{f('max_gap_s', '.3f')} s at {f('max_gap_at_s', '.2f')} s; serving-time compilations "
+              f"{f('max_gap_s', '.3f')} s at {f('max_gap_at_s', '.2f')} s; τ per request "
+              f"{f('accept_length_min', '.2f')}-{f('accept_length_max', '.2f')} (done last: "
+              f"{f('last_done_accept_length', '.2f')}); serving-time compilations "
               f"{r.get('serving_compiles') or 'none'}", flush=True)
     else:
         print(f"[e2e] {r['model']} {r['mode']:<10} γ={r['gamma']} ctx={r['ctx']:>6} b={r['batch']:>3}  "

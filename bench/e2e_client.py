@@ -135,15 +135,28 @@ def timeline(traces: list[dict], sent: float, t0: float, t1: float) -> dict:
     """Where a cell's time went, relative to ``sent``: the window's start (``decode_start_s``) and end (the first
     request done, ``first_done_s``), the time from there to the last request's end (``tail_s``), and the longest
     pause between two chunks of one request after its first token (``max_gap_s``, starting at ``max_gap_at_s``):
-    a pause far above the chunk gap is a stall (a compilation, a host wait) that tok/s alone does not locate."""
+    a pause far above the chunk gap is a stall (a compilation, a host wait) that tok/s alone does not locate.
+    Speculation adds a tail of its own: requests whose text drafts worse need more rounds for the same tokens, so
+    the per-request accept lengths (``accept_length_min`` / ``_max``, and that of the request done last) say how
+    much of ``tail_s`` is acceptance rather than a stall."""
     gap, at = 0.0, None
     for t in traces:
         ts = [e[0] for e in t["events"]]
         for a, b in zip(ts, ts[1:]):
             if b - a > gap:
                 gap, at = b - a, a - sent
-    return {"decode_start_s": t0 - sent, "first_done_s": t1 - sent,
-            "tail_s": max(t["events"][-1][0] for t in traces) - t1, "max_gap_s": gap, "max_gap_at_s": at}
+    out = {"decode_start_s": t0 - sent, "first_done_s": t1 - sent,
+           "tail_s": max(t["events"][-1][0] for t in traces) - t1, "max_gap_s": gap, "max_gap_at_s": at}
+    taus = [_request_accept_length(t) for t in traces]
+    if all(x is not None for x in taus):
+        last = max(range(len(traces)), key=lambda i: traces[i]["events"][-1][0])
+        out.update(accept_length_min=min(taus), accept_length_max=max(taus), last_done_accept_length=taus[last])
+    return out
+
+
+def _request_accept_length(trace: dict):
+    rounds = int(trace["meta"].get("spec_verify_ct") or 0)
+    return (int(trace["meta"].get("completion_tokens") or 0) - 1) / rounds if rounds else None
 
 
 def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> dict:

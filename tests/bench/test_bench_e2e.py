@@ -45,14 +45,16 @@ def test_window_metrics_exact_on_synthetic_streams():
 
 def test_timeline_locates_a_stall_after_the_window():
     # request 2 finishes 40 chunks after request 1, and pauses 1.5 s after its 120th chunk
-    one = _trace(1.00, 0.01, 100, 3)
-    two = _trace(1.05, 0.01, 140, 3)
+    one = _trace(1.00, 0.01, 100, 3, verify_ct=100)
+    two = _trace(1.05, 0.01, 140, 3, verify_ct=210)  # 420 tokens in 210 rounds: τ 2, done last
     two["events"] = two["events"][:121] + [(t + 1.5, r + 1.5, n) for t, r, n in two["events"][121:]]
     m = e2e_client.window_metrics([one, two], skip=3)
     assert m["decode_start_s"] == pytest.approx(1.06) and m["first_done_s"] == pytest.approx(2.00)
     assert m["cell_s"] == pytest.approx(1.05 + 1.40 + 1.5)
     assert m["tail_s"] == pytest.approx(m["cell_s"] - 2.00)
     assert m["max_gap_s"] == pytest.approx(1.51) and m["max_gap_at_s"] == pytest.approx(1.05 + 1.20)
+    assert (m["accept_length_min"], m["accept_length_max"], m["last_done_accept_length"]) == (2.0, 3.0, 2.0)
+    assert "accept_length_min" not in e2e_client.window_metrics([_trace(1.0, 0.01, 50, 1)] * 2, skip=1)
 
 
 def test_serving_time_compilations_from_the_server_log():
