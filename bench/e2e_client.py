@@ -132,7 +132,8 @@ def _count_by(events, t_end):
 
 
 def timeline(traces: list[dict], sent: float, t0: float, t1: float) -> dict:
-    """Where a cell's time went, relative to ``sent``: the window's start (``decode_start_s``) and end (the first
+    """Where a cell's time went, relative to ``sent``: the whole cell (``cell_s``: every prefill and every new token),
+    the window's start (``decode_start_s``) and end (the first
     request done, ``first_done_s``), the time from there to the last request's end (``tail_s``), and the longest
     pause between two chunks of one request after its first token (``max_gap_s``, starting at ``max_gap_at_s``):
     a pause far above the chunk gap is a stall (a compilation, a host wait) that tok/s alone does not locate.
@@ -145,8 +146,9 @@ def timeline(traces: list[dict], sent: float, t0: float, t1: float) -> dict:
         for a, b in zip(ts, ts[1:]):
             if b - a > gap:
                 gap, at = b - a, a - sent
-    out = {"decode_start_s": t0 - sent, "first_done_s": t1 - sent,
-           "tail_s": max(t["events"][-1][0] for t in traces) - t1, "max_gap_s": gap, "max_gap_at_s": at}
+    end = max(t["events"][-1][0] for t in traces)
+    out = {"cell_s": end - sent, "decode_start_s": t0 - sent, "first_done_s": t1 - sent, "tail_s": end - t1,
+           "max_gap_s": gap, "max_gap_at_s": at}
     taus = [_request_accept_length(t) for t in traces]
     if all(x is not None for x in taus):
         last = max(range(len(traces)), key=lambda i: traces[i]["events"][-1][0])
@@ -171,10 +173,9 @@ def window_metrics(traces: list[dict], skip: int = 4, min_tokens: int = 8) -> di
         return {"status": "no_window", "reason": f"a request produced fewer than {1 + skip} tokens"}
     t0, t1 = max(starts), min(t["events"][-1][0] for t in traces)
     sent = min(t["t_send"] for t in traces)
-    # prefill_done_s: the last first token (every prefill done); cell_s: the whole cell, prefill and every new token
+    # prefill_done_s: the last first token (every prefill done)
     out = {"prefill_done_s": max(_time_of_token(t["events"], 1) for t in traces) - sent,
            "ttft_p50_s": _quantile([_time_of_token(t["events"], 1) - t["t_send"] for t in traces], 0.5),
-           "cell_s": max(t["events"][-1][0] for t in traces) - sent,
            **timeline(traces, sent, t0, t1)}
     if t1 <= t0:
         return {**out, "status": "no_window",

@@ -14,7 +14,9 @@ OPS = {"quantize": "quantize_pages", "draft_dense": "draft_decode", "draft_spars
 def load_kernels(a, log):
     """(impls, refs) for the requested ops; a missing module is reported and its kernels dropped."""
     impls, refs = {}, {}
-    if a.device == "cuda" and a.impl == "ops" and os.environ.get("SGL_SPEC_FORCE_REF", "0") == "1":
+    from sgl_spec import knobs
+
+    if a.device == "cuda" and a.impl == "ops" and knobs.get("FORCE_REF", "0") == "1":
         sys.exit("SGL_SPEC_FORCE_REF=1 would time the pure-torch references: unset it")
     if a.device == "cpu" and a.impl == "triton":
         if os.environ.get("TRITON_INTERPRET") != "1":

@@ -48,20 +48,19 @@ def get(knob: str, default: str = "") -> str:
     return default if raw is None or not raw.strip() else raw.strip()
 
 
-def set_knobs() -> dict[str, str]:
-    """{variable: value} of the knobs set in this process's environment."""
-    return {name(k): get(k) for k in KNOBS if get(k)}
+def _suffix(var: str) -> Optional[str]:
+    """The knob part of an environment variable with either prefix, else None."""
+    for prefix in (PREFIX, SGLANG_PREFIX):
+        if var.startswith(prefix):
+            return var[len(prefix):]
+    return None
 
 
 def unknown() -> list[str]:
-    """Variables that look like knobs (either prefix) but are none of ``KNOBS``: a typo that would do nothing."""
-    out = []
-    for var in os.environ:
-        for prefix in (PREFIX, SGLANG_PREFIX):
-            if var.startswith(prefix) and var[len(prefix):] not in KNOBS and not var.startswith("SGL_SPEC_TEST_") \
-                    and not var.startswith("SGLANG_SPEC_TEST_"):
-                out.append(var)
-    return sorted(out)
+    """Variables that look like knobs (either prefix) but are none of ``KNOBS``: a typo that would do nothing. The
+    tests' own ``SGL_SPEC_TEST_*`` variables are not knobs of the package."""
+    return sorted(var for var in os.environ
+                  if (k := _suffix(var)) is not None and k not in KNOBS and not k.startswith("TEST_"))
 
 
 def warn_set(log: Optional[logging.Logger] = None) -> None:
@@ -71,11 +70,10 @@ def warn_set(log: Optional[logging.Logger] = None) -> None:
         return
     _warned = True
     log = log or logger
-    on = set_knobs()
-    if on:
+    on = {k: get(k) for k in KNOBS}
+    if any(on.values()):
         log.warning("quantspec: environment knobs set (debugging / benchmarking only, not for serving): %s",
-                    "; ".join(f"{var}={val} ({KNOBS[var[len(PREFIX):]][0]}: {KNOBS[var[len(PREFIX):]][1]})"
-                              for var, val in on.items()))
+                    "; ".join(f"{name(k)}={val} ({KNOBS[k][0]}: {KNOBS[k][1]})" for k, val in on.items() if val))
     bad = unknown()
     if bad:
         log.warning("quantspec: no such environment knob: %s (the knobs: %s)", ", ".join(bad),

@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from sgl_spec import knobs
 from sgl_spec.kernels.draft_decode import draft_decode
 from sgl_spec.kernels.engine import prefill_engine
 from sgl_spec.kernels.engine import verify_launch_gluon as _verify_launch_gluon
@@ -30,7 +31,6 @@ from sgl_spec.kernels.quantize_pages import quantize_pages
 from sgl_spec.kernels.ring_write import ring_write
 from sgl_spec.kernels.verify_attention import verify_attention
 from sgl_spec.kernels.window_meta import window_meta
-from sgl_spec import knobs
 from sgl_spec.config import HOT_RING_PAGES as R
 from sgl_spec.config import QuantSpecConfig
 from sgl_spec.kernels.window_meta.ref import ring_rows
