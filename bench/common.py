@@ -156,6 +156,9 @@ def gpu_env(site="/tmp/site", overlay=True) -> dict:
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     env.setdefault("SGLANG_USE_SGL_FA3_KERNEL", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # SGLang (0.5.23) logs a Triton compilation after startup only from 1 s on; a benchmark wants every one that can
+    # stall a measured cell (bench/e2e_server.py serving_compiles)
+    env.setdefault("SGLANG_TRITON_SLOW_COMPILE_THRESHOLD_SECS", "0.05")
     return env
 
 

@@ -29,10 +29,10 @@ def draft(P=64, wn=False, hl=0):
     nw, st, pf, nr, _ = dd.launch_config(P, 16)
     fs = P <= dd.FLAT_SCALES_MAX_P
     kf = dd.key_frag_on(P, 64, nw, 16)
-    const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, NUM_SPLITS=16, HOT_PREC="tf32", HOT_BLOCK=64,
+    const = dict(G=4, GPAD=16, HALF=64, BLOCK_C=64, P=P, HOT_PREC="tf32", HOT_BLOCK=64,
                  HOT_NATIVE=True, USE_ASM=True, PREFETCH=int(pf), FLAT_SCALES=bool(fs), KF=kf, WRITE_NEW=bool(wn),
                  PDL=bool(hl), HOT_LAST=bool(hl))
-    report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP",), num_warps=nw,
+    report(compile_sm90(dd._draft_decode_kernel, types, const, plain=("MAXP", "NUM_SPLITS"), num_warps=nw,
                         num_stages=1 if pf else st, **({"maxnreg": nr} if nr else {})),
            f"draft_decode P={P} num_warps={nw} prefetch={int(pf)} flat_scales={int(fs)} maxnreg={nr} key_frag={int(kf)} "
            f"write_new={int(bool(wn))} hot_last={int(bool(hl))} (Llama-3-8B shapes)")

@@ -30,9 +30,9 @@ def _mode(name):
 class Sim:
     """A pool + backend + req_to_token table, with a page allocator that hands out pages in shuffled order."""
 
-    def __init__(self, P=32, num_pages=40, slots=6, ctx=512, speculative=False, head_dim=D):
+    def __init__(self, P=32, num_pages=40, slots=6, ctx=512, speculative=False, head_dim=D, dtype=torch.float32):
         self.P, self.D = P, head_dim
-        self.pool = QuantSpecKVPool(num_pages * P, page_size=P, dtype=torch.float32, head_num=H, head_dim=head_dim,
+        self.pool = QuantSpecKVPool(num_pages * P, page_size=P, dtype=dtype, head_num=H, head_dim=head_dim,
                                     layer_num=LAYERS, device="cpu", enable_memory_saver=False, num_slots=slots)
         self.rtt = torch.zeros((slots, ctx), dtype=torch.int32)
         self.free = (torch.randperm(num_pages, generator=torch.Generator().manual_seed(1)) + 1).tolist()
@@ -79,11 +79,11 @@ class Sim:
         return outs
 
 
-def make_data(lengths, seed=0, head_dim=D):
+def make_data(lengths, seed=0, head_dim=D, dtype=torch.float32):
     gen = torch.Generator().manual_seed(seed)
     d = head_dim
-    return {rid: [(torch.randn(n, Hq, d, generator=gen), torch.randn(n, H, d, generator=gen),
-                   torch.randn(n, H, d, generator=gen)) for _ in range(LAYERS)]
+    return {rid: [tuple(x.to(dtype) for x in (torch.randn(n, Hq, d, generator=gen), torch.randn(n, H, d, generator=gen),
+                                             torch.randn(n, H, d, generator=gen))) for _ in range(LAYERS)]
             for rid, n in enumerate(lengths)}
 
 
@@ -469,3 +469,71 @@ def test_batched_extend_host_work_does_not_grow_with_the_batch(monkeypatch, engi
     two, eight = ops_a_layer(2), ops_a_layer(8)
     assert two == eight, {op: (two.get(op), eight.get(op)) for op in set(two) | set(eight)
                           if two.get(op) != eight.get(op)}
+
+
+# The draft's split count follows the batch size (draft_decode/launch.py num_splits_for); its merge kernel's tile
+# (BLOCK_S, CHUNK) is the power of two above the partial count: at most 8 small variants over a server's life, and
+# those of the captured batch sizes compile while SGLang captures the draft CUDA graphs. Every other parameter of
+# every kernel must specialize the same way whatever the batch and the lengths.
+DRAFT_SPLIT_CHOICES = {"BLOCK_S", "CHUNK"}
+TRITON_OPS = ("argmax_rows", "draft_decode", "extend_attention", "quantize_pages", "ring_write", "select_topk_pages",
+              "verify_attention", "dequant_pages", "window_meta")
+
+
+@pytest.mark.interp
+def test_kernel_variants_do_not_depend_on_batch_or_lengths(monkeypatch):
+    """One server's decode path (prefill, sparse-draft rounds with the top-k page policy, verifies, a plain decode
+    step) at batch 2, 1 and 3 with different lengths, every op on its Triton kernel (under the interpreter): the
+    specialization key of each launch, as Triton computes it for an H100 (tests/support/compile_keys.py), may differ
+    between batches only in the draft's split choice. Any other difference is a kernel variant that compiles the
+    first time a batch size or length shows up while the server is serving."""
+    import importlib
+    import random
+
+    import compile_keys
+    from sgl_spec.pages import policies as pagetable
+
+    for op in TRITON_OPS:
+        monkeypatch.setattr(importlib.import_module(f"sgl_spec.kernels.{op}"), "use_triton", lambda t: True)
+    P, d, G, max_b = 32, 32, 4, 3
+    sim = Sim(P=P, num_pages=120, slots=max_b + 2, ctx=384, speculative=True, head_dim=d, dtype=torch.bfloat16)
+    sim.backend.prefill_engine = "triton"
+    pages = pagetable.draft_pages(sim.backend)
+
+    def serve(B, ctx, seed):
+        lengths = [ctx + 7 * i for i in range(B)]
+        data = make_data([n + 2 * (G + 1) + 2 for n in lengths], seed=seed, head_dim=d, dtype=torch.bfloat16)
+        slots = [1 + (seed + i) % (max_b + 1) for i in range(B)]
+        sim.forward("EXTEND", [(s, i, 0, n) for i, (s, n) in enumerate(zip(slots, lengths))], data)
+        rpi, seq, rng = torch.tensor(slots), list(lengths), random.Random(seed)
+        for r in range(2):
+            ws = torch.tensor(seq)
+            ids, cnt = pages.for_round(rpi, ws, torch.tensor([r > 0] * B))
+            with sim.backend.draft_mode(ws, ids, cnt):
+                for t in range(G):
+                    sim.forward("DECODE", [(s, i, seq[i] + t, 1) for i, s in enumerate(slots)], data)
+            sim.forward("TARGET_VERIFY", [(s, i, seq[i], G + 1) for i, s in enumerate(slots)], data)
+            new = [n + rng.randint(1, G + 1) for n in seq]
+            pages.after_verify(rpi, ws, torch.tensor(new))
+            seq = new
+        sim.forward("DECODE", [(s, i, seq[i], 1) for i, s in enumerate(slots)], data)  # a plain step
+        freed = {int(x) // P for s in slots for x in sim.rtt[s] if int(x)}
+        sim.rtt[slots] = 0
+        sim.free += sorted(freed)
+
+    def strip(key):
+        return tuple(kv for kv in key if kv[0] not in DRAFT_SPLIT_CHOICES)
+
+    seen = []
+    for B, ctx, seed in ((2, 200, 1), (1, 233, 2), (3, 265, 3)):
+        with compile_keys.record() as keys:
+            serve(B, ctx, seed)
+        seen.append((B, {name: {strip(k) for k in ks} for name, ks in keys.items()}))
+    (_, first), *rest = seen
+    assert {"_draft_decode_kernel", "_verify_attention_kernel", "_select_topk_pages_kernel"} <= set(first)
+    for B, got in rest:
+        assert set(got) == set(first), f"batch {B} launched other kernels: {set(got) ^ set(first)}"
+        for name, ks in got.items():
+            for k in ks - first[name]:
+                near = min(first[name], key=lambda b: len(compile_keys.describe(b, k)))
+                pytest.fail(f"{name} at batch {B} compiles another variant: {compile_keys.describe(near, k)}")

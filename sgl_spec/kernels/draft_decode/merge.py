@@ -17,9 +17,9 @@ def _store_partial(m_ptr, l_ptr, acc_ptr, prow, g_ok, offs_c, c_ok, m_i, l_i, ac
     tl.store(a + HALF, acc_hi, mask=msk)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["NPART"])  # NPART follows the batch; BLOCK_S is its power-of-two bucket
 def _draft_decode_merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, s_ob, s_oh, HQ,
-                               NPART: tl.constexpr, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
+                               NPART, BLOCK_S: tl.constexpr, CHUNK: tl.constexpr,
                                D: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
     """One program per (request, query head) and BLOCK_D channels (grid axis 1: cdiv(D, BLOCK_D) blocks, so a small
     batch with many partials still fills the GPU): out = Σ_s 2^(m_s - M) acc_s / Σ_s 2^(m_s - M) l_s. Where one

@@ -125,7 +125,9 @@ def _attend_page(m_i, l_t, z_t, acc_lo, acc_hi, q_lo, q_hi, page, BW: tl.constex
     return m_new, l_t, z_t, acc_lo, acc_hi
 
 
-@triton.jit
+# NUM_SPLITS follows the batch (launch.py num_splits_for: up to ~20 values over a server's batch sizes): a runtime
+# argument, so eager drafts run one compiled variant for every batch size instead of compiling one a split count
+@triton.jit(do_not_specialize=["NUM_SPLITS"])
 def _draft_decode_kernel(
     q_ptr, s_qb, s_qh,
     ku_ptr, vu_ptr, s_up, s_uh,
@@ -138,7 +140,7 @@ def _draft_decode_kernel(
     m_ptr, l_ptr, acc_ptr,
     qk_scale,
     G: tl.constexpr, GPAD: tl.constexpr, HALF: tl.constexpr, BLOCK_C: tl.constexpr, P: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
+    NUM_SPLITS, HOT_PREC: tl.constexpr, HOT_BLOCK: tl.constexpr, USE_ASM: tl.constexpr,
     PREFETCH: tl.constexpr, FLAT_SCALES: tl.constexpr = False, KF: tl.constexpr = False,
     WRITE_NEW: tl.constexpr = False, PDL: tl.constexpr = False, HOT_NATIVE: tl.constexpr = False,
     EARLY_LAUNCH: tl.constexpr = False, HOT_LAST: tl.constexpr = False,

@@ -61,7 +61,7 @@ def _h_tile(x_ptr, r_ptr, row_m, m_ok, k0, K, BK1: tl.constexpr, HAS_RES: tl.con
     return h, at, msk
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])  # rows = the batch: its tile (BM) is the only variant it picks
 def _norm_pair_linear_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, pos_ptr, cs_ptr, M, K, s_w, s_out, eps,
                              NPROG, HALF_N, ROT_HEADS,
                              BM: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr, BK1: tl.constexpr,

@@ -14,7 +14,7 @@ from sgl_spec.kernels.common.pdl import _wait_prior, pdl_kwargs
 from sgl_spec.kernels.ring_write.ref import check
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T"])  # the row count follows the batch: one variant for all
 def _ring_write_kernel(HK, HV, ROWS, K, V, T, s_kt, s_kh, s_vt, s_vh, H: tl.constexpr, D: tl.constexpr,
                        BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):
     _wait_prior(PDL)

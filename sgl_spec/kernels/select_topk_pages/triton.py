@@ -23,9 +23,13 @@ import triton
 import triton.language as tl
 
 SMOOTHING = {"none": 0, "ema": 1, "max": 2}
+# Integers Triton would otherwise specialize on (== 1, multiple of 16): the batch and the outer strides of per-batch
+# tensors follow the batch size, so each new one could compile a variant while serving; the counts gain nothing from it.
+_RUNTIME_INTS = ["s_l", "s_b", "s_h", "pt_r", "h_l", "h_r", "h_g", "hn_l", "hn_r", "hn_g", "o_l", "o_r", "o_g", "c_l",
+                 "c_r", "B", "G", "N_MAX", "KCAP", "DIV", "MIN_PAGES", "SINK_PAGES"]
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_RUNTIME_INTS)
 def _select_topk_pages_kernel(
     scores_ptr, ne_ptr, ns_ptr, pt_ptr, trow_ptr, row_ptr, skip_ptr, hist_ptr, hn_ptr, ids_ptr, cnt_ptr,
     s_l, s_b, s_h, s_p, pt_r, pt_p, h_l, h_r, h_g, h_p, hn_l, hn_r, hn_g, o_l, o_r, o_g, o_k, c_l, c_r,
@@ -140,7 +144,8 @@ def select_topk_pages(scores, num_eligible, page_table, ratio, min_pages, sink_p
     -> (out_ids [L, R, KCAP] ([L, R, Hkv, KCAP] with per_head), out_count [L, R]).
 
     The rule and every option: select_topk_pages_ref's docstring. KCAP = out_ids.shape[-1] (MAXP when out_ids is
-    None, then R = B); new outputs are int32. Python scalars are runtime kernel arguments (no recompilation)."""
+    None, then R = B); new outputs are int32. Python scalars are runtime kernel arguments, never specialized on: one
+    compiled variant per call site whatever the batch size (docs/CONTRACTS.md)."""
     _int_vec(num_eligible, num_eligible.shape[0], "num_eligible")
     B = num_eligible.shape[0]
     dev = num_eligible.device

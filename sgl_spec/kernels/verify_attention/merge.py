@@ -62,7 +62,7 @@ def _score_strided(base, ok, n_front, sm_scale, G: tl.constexpr, SCORE_LSE: tl.c
     return acc
 
 
-@triton.jit(do_not_specialize=["NQ", "n_front"])
+@triton.jit(do_not_specialize=["NQ", "C", "NS", "n_front"])
 def _verify_merge_kernel(
     PM, PL, PACC, QSTART, OUT, RAW, SCORES, NQ, HQ, S1, C, NS, so_b, so_n, so_h,
     n_front, sm_scale, HKV, MAXP, sr_b, ssc_b, ssc_h, ssc_j,

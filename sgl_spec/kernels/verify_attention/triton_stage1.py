@@ -53,7 +53,7 @@ def _online_step(s, m, l):
     return m_new, alpha, p, l * alpha + tl.sum(p, 1)
 
 
-@triton.jit(do_not_specialize=["NQ", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
+@triton.jit(do_not_specialize=["NQ", "C", "NS", "RB", "ra", "rb", "n_front", "lo_r", "hi_r"])
 def _verify_attention_kernel(
     Q, KU, KL, VU, VL, KS, KZ, VS, VZ, PT, QSTART, HK, HV, HSLOT, PM, PL, PACC, RAW,
     qk_scale, NQ, HQ, S1, C, NS, RB, ra, rb, n_front, lo_r, hi_r,

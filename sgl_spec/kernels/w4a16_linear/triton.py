@@ -113,7 +113,7 @@ def _finish(acc, offs_m, offs_n, m_ok, n_ok, b_ptr, out_ptr, ws_ptr, cnt_ptr, M,
             tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])  # rows = the batch: its tile (BLOCK_M) is the only variant it picks
 def _gemv_kernel(x_ptr, t_ptr, s_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, K_SPLIT,
                  stride_xm, stride_tb, stride_sk, stride_om,
                  HAS_BIAS: tl.constexpr, GROUP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -149,7 +149,7 @@ def _gemv_kernel(x_ptr, t_ptr, s_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, 
             pid_m * tl.num_programs(0) + pid_n, pid_k, HAS_BIAS, SPLIT_K)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["M"])
 def _dot_kernel(x_ptr, t_ptr, s_ptr, b_ptr, out_ptr, ws_ptr, cnt_ptr, M, N, K, K_SPLIT,
                 stride_xm, stride_tb, stride_sk, stride_om,
                 HAS_BIAS: tl.constexpr, GROUP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
