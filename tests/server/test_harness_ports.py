@@ -25,8 +25,9 @@ SERVE = textwrap.dedent("""
 
 
 def _spawner(tmp_path, plan):
-    """spawn(port) that runs the next entry of plan: "clash" (bind error, exit 1), "fail" (another error) or
-    "serve" (a real HTTP server on that port)."""
+    """spawn(port) that runs the next entry of plan: "clash" (bind error, exit 1), "late-clash" (the bind error, then
+    more log lines than the harness's tail, as SGLang 0.5.23 writes, exit 3), "fail" (another error) or "serve" (a
+    real HTTP server on that port)."""
     ports = []
 
     def spawn(port):
@@ -36,8 +37,11 @@ def _spawner(tmp_path, plan):
         if kind == "serve":
             code = SERVE
         else:
-            msg = CLASH.format(port=port) if kind == "clash" else "ValueError: bad flag"
+            msg = CLASH.format(port=port) if kind.endswith("clash") else "ValueError: bad flag"
             code = f"print({msg!r}); raise SystemExit(1)"
+            if kind == "late-clash":
+                noise = "  File 'http_server.py', line 2561, in _freeze_gc_after_server_warmup"
+                code = f"print({msg!r}); print(*[{noise!r}] * {2 * harness.LOG_TAIL_LINES}, sep='\\n'); raise SystemExit(3)"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, "-c", code, str(port)], stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
@@ -55,6 +59,23 @@ def test_startup_that_lost_its_port_is_started_again(tmp_path):
         assert proc.poll() is None  # the serving one is returned alive; the caller owns it
     finally:
         harness._kill_group(proc)
+
+
+def test_port_clash_above_the_log_tail_is_still_a_port_clash(tmp_path):
+    spawn, ports = _spawner(tmp_path, ["late-clash", "serve"])
+    proc, port, _, _ = harness.start_ready(spawn, timeout=30)
+    try:
+        assert len(ports) == 2 and port == ports[-1]
+    finally:
+        harness._kill_group(proc)
+
+
+def test_failure_message_names_the_first_error_above_the_tail(tmp_path):
+    spawn, _ = _spawner(tmp_path, ["late-clash"] * harness.PORT_TRIES)
+    with pytest.raises(harness.PortInUse) as info:
+        harness.start_ready(spawn, timeout=30)
+    head = str(info.value).split("log tail:")[0]
+    assert "first error lines:" in head and "address already in use" in head
 
 
 def test_port_clash_on_every_try_raises_with_the_log(tmp_path):

@@ -16,7 +16,7 @@ How the server is run, and why:
 - A fresh free port (a startup that dies because another process took it first is started again on a new one:
   start_ready); the server runs in its own session (process group), so on exit the whole group (HTTP server,
   scheduler, detokenizer) gets SIGTERM, then SIGKILL after a grace period.
-- stdout+stderr go to a log file; any startup failure or timeout raises with the log's tail.
+- stdout+stderr go to a log file; any startup failure or timeout raises with the log's first error lines and its tail.
 - Env also: the venv's bin/ first on PATH (SGLang JIT builds call `ninja`), CXX=tests/support/cxx-with-cstddef
   (c++ -include cstddef: 0.5.17's NGRAM corpus C++ misses that include and fails to JIT-build with GCC 12),
   HF_HUB_OFFLINE=1, and TRITON_INTERPRET removed (SGLang's own CPU path must not pick Triton up; pass
@@ -43,6 +43,7 @@ float16 (model_config.py downcasts float32, "following common practice").
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,6 +65,8 @@ DEFAULT_ARGS = (
     "--sleep-on-idle",
 )
 LOG_TAIL_LINES = 80
+FIRST_ERROR_LINES = 12
+ERROR_MARK = re.compile(r"Traceback|Error|\bERROR\b|error:|Killed|sigquit|address already in use", re.IGNORECASE)
 PORT_IN_USE = "address already in use"  # uvicorn / torch.distributed: "[Errno 98] ... address already in use"
 PORT_TRIES = 3
 
@@ -134,11 +137,25 @@ def server_command(model_path, port, extra_args=()) -> list:
     ]
 
 
-def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+def _lines(path: Path) -> list[str]:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+        return path.read_text(errors="replace").splitlines()
     except OSError:
-        return "<no log>"
+        return ["<no log>"]
+
+
+def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(_lines(path)[-n:])
+
+
+def _report(path: Path) -> str:
+    """A failed server's log for an exception message: its first error lines, then its tail. The first error is
+    often far above the tail: uvicorn's bind error is followed by a 90-line traceback of the warmup thread's
+    /freeze_gc request, which SGLang 0.5.23 sends on without the port."""
+    lines = _lines(path)
+    first = [line for line in lines[:-LOG_TAIL_LINES] if ERROR_MARK.search(line)][:FIRST_ERROR_LINES]
+    head = "first error lines:\n" + "\n".join(first) + "\n" if first else ""
+    return f"{head}log tail:\n" + "\n".join(lines[-LOG_TAIL_LINES:])
 
 
 def _kill_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
@@ -294,7 +311,7 @@ def _wait_ready(proc, url, log_path, timeout):
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             kind = PortInUse if _port_clash(log_path) else ServerFailed
-            raise kind(f"server exited with {proc.returncode} during startup; log tail:\n{_tail(log_path)}")
+            raise kind(f"server exited with {proc.returncode} during startup; {_report(log_path)}")
         try:
             # /health_generate runs a one-token generation, so 200 means the scheduler really serves.
             resp = requests.get(url + "/health_generate", timeout=30)
@@ -304,11 +321,12 @@ def _wait_ready(proc, url, log_path, timeout):
         except requests.RequestException as exc:
             last_err = type(exc).__name__
         time.sleep(0.5)
-    raise ServerFailed(f"server not ready after {timeout}s ({last_err}); log tail:\n{_tail(log_path)}")
+    raise ServerFailed(f"server not ready after {timeout}s ({last_err}); {_report(log_path)}")
 
 
 def _port_clash(log_path) -> bool:
-    return PORT_IN_USE in _tail(log_path).lower()
+    """The whole log, not its tail: SGLang keeps logging after uvicorn's bind error (see _report)."""
+    return any(PORT_IN_USE in line.lower() for line in _lines(log_path))
 
 
 def start_ready(spawn, timeout, tries=PORT_TRIES):
@@ -360,7 +378,7 @@ def launch_server(model_path, extra_args=(), env=None, timeout=300, log_dir=None
     try:
         yield Server(proc, port, log_path, startup_s)
         if proc.poll() is not None:
-            raise ServerFailed(f"server died during the test (rc={proc.returncode}); log tail:\n{_tail(log_path)}")
+            raise ServerFailed(f"server died during the test (rc={proc.returncode}); {_report(log_path)}")
     finally:
         _kill_group(proc)
 
