@@ -66,7 +66,7 @@ DEFAULT_ARGS = (
 )
 LOG_TAIL_LINES = 80
 FIRST_ERROR_LINES = 12
-ERROR_MARK = re.compile(r"Traceback|Error|\bERROR\b|error:|Killed|sigquit|address already in use", re.IGNORECASE)
+ERROR_MARK = re.compile(r"Traceback|error|Killed|sigquit|address already in use", re.IGNORECASE)
 PORT_IN_USE = "address already in use"  # uvicorn / torch.distributed: "[Errno 98] ... address already in use"
 PORT_TRIES = 3
 
